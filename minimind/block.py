@@ -1,0 +1,29 @@
+"""One transformer layer: Pre-Norm attention and feed-forward, each added to the residual stream (chapter 8)."""
+from torch import nn
+
+from .attention import Attention
+from .feed_forward import FeedForward
+from .moe import MOEFeedForward
+from .norm import RMSNorm
+
+
+class MiniMindBlock(nn.Module):
+    """h = x + attn(norm(x)); out = h + mlp(norm(h)). Shape [B, S, hidden] in and out."""
+
+    def __init__(self, layer_id: int, config):
+        super().__init__()
+        self.layer_id = layer_id
+        self.self_attn = Attention(config)
+        self.input_layernorm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.mlp = MOEFeedForward(config) if config.use_moe else FeedForward(config)
+
+    def forward(self, hidden_states, position_embeddings, past_key_value=None, use_cache=False,
+                attention_mask=None, output_attentions=False):
+        residual = hidden_states
+        hidden_states, present_key_value = self.self_attn(
+            self.input_layernorm(hidden_states), position_embeddings, past_key_value, use_cache, attention_mask,
+            output_attentions)
+        hidden_states = hidden_states + residual
+        hidden_states = hidden_states + self.mlp(self.post_attention_layernorm(hidden_states))
+        return hidden_states, present_key_value

@@ -1,0 +1,96 @@
+"""Loading weights: raw MiniMind `.pth` state dicts, HF-style folders, and the book's shipped checkpoints."""
+import hashlib
+import json
+from pathlib import Path
+
+import torch
+
+from .config import MiniMindConfig
+from .model import MiniMindForCausalLM
+
+SHIPPED = Path(__file__).parent / "checkpoints"  # poetry-dense/, poetry-moe/
+MANIFEST = "SHA256SUMS"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that does not fit the model, or a shipped file that is missing or corrupt."""
+
+
+def check_state_dict(model, state_dict: dict):
+    """Raise CheckpointError naming missing, unexpected and mis-shaped keys (lm_head may be left to the tie)."""
+    expected = model.state_dict()
+    tied = {"lm_head.weight"} if model.config.tie_word_embeddings else set()
+    missing = sorted(set(expected) - set(state_dict) - tied)
+    unexpected = sorted(set(state_dict) - set(expected))
+    misshaped = [f"{k}: checkpoint {list(state_dict[k].shape)} vs model {list(expected[k].shape)}"
+                 for k in sorted(set(expected) & set(state_dict)) if state_dict[k].shape != expected[k].shape]
+    problems = [f"{label} ({len(keys)}): {', '.join(keys[:6])}{' ...' if len(keys) > 6 else ''}"
+                for label, keys in [("missing keys", missing), ("unexpected keys", unexpected),
+                                    ("mis-shaped keys", misshaped)] if keys]
+    if problems:
+        raise CheckpointError("checkpoint does not match the model config: " + "; ".join(problems))
+
+
+def load_state_dict_strict(model, state_dict: dict):
+    """Copy `state_dict` into `model` after checking every key and shape; keeps the embedding/head tie."""
+    check_state_dict(model, state_dict)
+    model.load_state_dict(state_dict, strict=False)  # strict=False only for a tied lm_head left out
+    return model
+
+
+def load_pth(path, config: MiniMindConfig | None = None, device=None, dtype=torch.float32):
+    """A raw MiniMind `.pth` (a state dict saved by torch.save) into MiniMindForCausalLM(config)."""
+    state_dict = torch.load(path, map_location="cpu", weights_only=True)
+    model = MiniMindForCausalLM(config or MiniMindConfig())
+    return load_state_dict_strict(model, state_dict).to(device=device, dtype=dtype).eval()
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def write_manifest(folder):
+    """Record the sha256 of every file in `folder` (run once when a checkpoint is published)."""
+    folder = Path(folder)
+    lines = [f"{sha256(p)}  {p.name}" for p in sorted(folder.iterdir()) if p.is_file() and p.name != MANIFEST]
+    (folder / MANIFEST).write_text("\n".join(lines) + "\n")
+
+
+def verify_manifest(folder: Path):
+    manifest = folder / MANIFEST
+    if not manifest.exists():
+        return
+    for line in manifest.read_text().splitlines():
+        digest, name = line.split(maxsplit=1)
+        if not (folder / name).exists():
+            raise CheckpointError(f"{folder / name} is missing; restore it from git (git checkout -- {folder})")
+        if sha256(folder / name) != digest:
+            raise CheckpointError(f"{folder / name} is corrupt (sha256 differs from {MANIFEST}); "
+                                  "restore it from git, or retrain with the command in the README")
+
+
+def load_pretrained(name_or_path: str, device=None, dtype=torch.float32) -> MiniMindForCausalLM:
+    """A shipped checkpoint by name ("poetry-dense", "poetry-moe") or any HF-style MiniMind folder.
+
+    Verifies SHA256SUMS when present and checks every weight's name and shape.
+    """
+    from safetensors.torch import load_file
+    folder = SHIPPED / name_or_path if (SHIPPED / name_or_path).is_dir() else Path(name_or_path)
+    if not folder.is_dir():
+        shipped = sorted(p.name for p in SHIPPED.iterdir()) if SHIPPED.is_dir() else []
+        raise CheckpointError(f"no checkpoint folder {name_or_path!r}; shipped checkpoints: {shipped}")
+    verify_manifest(folder)
+    for needed in ("config.json", "model.safetensors"):
+        if not (folder / needed).exists():
+            raise CheckpointError(f"{folder} has no {needed}")
+    config = MiniMindConfig(**json.loads((folder / "config.json").read_text()))
+    model = MiniMindForCausalLM(config)
+    load_state_dict_strict(model, load_file(folder / "model.safetensors"))
+    return model.to(device=device, dtype=dtype).eval()
+
+
+def load_tokenizer(name_or_path: str):
+    """The tokenizer saved next to a checkpoint."""
+    from transformers import AutoTokenizer
+    folder = SHIPPED / name_or_path if (SHIPPED / name_or_path).is_dir() else Path(name_or_path)
+    return AutoTokenizer.from_pretrained(str(folder))

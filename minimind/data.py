@@ -1,0 +1,115 @@
+"""The training corpus: classical Chinese poems from the npm package `chinese-poetry` (chapter 11).
+
+    npm pack chinese-poetry@2.0.1 && tar xzf chinese-poetry-2.0.1.tgz   # needs Node only for this step
+    python -m minimind.data build package/dist data/poetry
+
+writes train.txt / val.txt (one poem per line, simplified characters) and meta.json (counts, sha256).
+"""
+import argparse
+import glob
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+
+import torch
+
+COLLECTIONS = {  # name -> glob under the package's dist/ folder
+    "tang": "quantangshi/poet.tang.*.json",
+    "song": "quantangshi/poet.song.*.json",
+    "songci": "songci/ci.song.*.json",
+}
+LINE_END = re.compile(r"[，。！？；]")
+EDITORIAL = re.compile(r"（[^）]*）|〖[^〗]*〗|\([^)]*\)")
+DAMAGED = re.compile(r"[□{}\[\]<>a-zA-Z0-9]")
+SAMPLE = Path(__file__).parent / "assets" / "poetry_sample.txt"
+
+
+def poem_lines(text: str) -> list[str]:
+    """Split a poem at its punctuation: '床前明月光，疑是地上霜。' -> ['床前明月光', '疑是地上霜']."""
+    return [line for line in LINE_END.split(text) if line]
+
+
+def is_regulated(text: str) -> bool:
+    """Regulated verse (jueju / lüshi): 4 or 8 lines, all of 5 or all of 7 characters."""
+    lines = poem_lines(text)
+    return len(lines) in (4, 8) and len({len(l) for l in lines}) == 1 and len(lines[0]) in (5, 7)
+
+
+def clean_poem(paragraphs: list[str], to_simplified) -> str | None:
+    text = EDITORIAL.sub("", "".join(paragraphs)).replace(" ", "").replace("\u3000", "")
+    if not text or DAMAGED.search(text):
+        return None
+    return to_simplified(text)
+
+
+def read_collection(dist: Path, name: str):
+    for path in sorted(glob.glob(str(dist / COLLECTIONS[name])), key=lambda p: int(re.findall(r"\d+", p)[-1])):
+        for item in json.load(open(path, encoding="utf-8")):
+            yield item.get("paragraphs", [])
+
+
+def is_validation(text: str, val_percent: int) -> bool:
+    """Deterministic split by content hash, stable whatever the order of the files."""
+    return int(hashlib.sha1(text.encode()).hexdigest(), 16) % 100 < val_percent
+
+
+def build(dist: str, out: str, collections=("tang",), regulated_only=True, val_percent=2):
+    import opencc
+    to_simplified = opencc.OpenCC("t2s").convert
+    seen, splits = set(), {"train": [], "val": []}
+    raw = 0
+    for name in collections:
+        for paragraphs in read_collection(Path(dist), name):
+            raw += 1
+            text = clean_poem(paragraphs, to_simplified)
+            if text is None or text in seen or (regulated_only and not is_regulated(text)):
+                continue
+            seen.add(text)
+            splits["val" if is_validation(text, val_percent) else "train"].append(text)
+    os.makedirs(out, exist_ok=True)
+    meta = {"source": "npm chinese-poetry@2.0.1 (MIT)", "collections": list(collections),
+            "regulated_only": regulated_only, "raw_items": raw}
+    for split, poems in splits.items():
+        body = "\n".join(poems) + "\n"
+        Path(out, f"{split}.txt").write_text(body, encoding="utf-8")
+        meta[split] = {"poems": len(poems), "characters": sum(map(len, poems)),
+                       "sha256": hashlib.sha256(body.encode()).hexdigest()}
+    Path(out, "meta.json").write_text(json.dumps(meta, ensure_ascii=False, indent=2))
+    return meta
+
+
+def load_poems(path=SAMPLE) -> list[str]:
+    """Poems, one per line; by default the committed validation sample shipped with the package."""
+    return [line for line in Path(path).read_text(encoding="utf-8").splitlines() if line]
+
+
+def encode_poems(tokenizer, poems, max_len: int):
+    """Each poem as <|im_start|> poem <|im_end|>, truncated to max_len tokens, as a list of id lists."""
+    bos, eos = tokenizer.convert_tokens_to_ids(["<|im_start|>", "<|im_end|>"])
+    return [([bos] + tokenizer.encode(p, add_special_tokens=False) + [eos])[:max_len] for p in poems]
+
+
+def pack(sequences, seq_len: int) -> torch.Tensor:
+    """Concatenate id lists and cut into rows of seq_len tokens: [N, seq_len] (the tail is dropped)."""
+    flat = torch.tensor([t for seq in sequences for t in seq], dtype=torch.long)
+    n = len(flat) // seq_len
+    return flat[: n * seq_len].view(n, seq_len)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="build train/val text files from the npm package's dist/ folder")
+    b.add_argument("dist"), b.add_argument("out")
+    b.add_argument("--collections", default="tang", help=f"comma-separated, from {sorted(COLLECTIONS)}")
+    b.add_argument("--all-forms", action="store_true", help="keep poems that are not regulated verse")
+    b.add_argument("--val-percent", type=int, default=2)
+    args = parser.parse_args()
+    meta = build(args.dist, args.out, tuple(args.collections.split(",")), not args.all_forms, args.val_percent)
+    print(json.dumps(meta, ensure_ascii=False, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+from transformers import AutoConfig, AutoModelForCausalLM
+
+from conftest import TINY, tiny_config, tiny_model
+from minimind import MiniMindConfig, MiniMindForCausalLM
+
+
+def test_head_is_tied_to_embedding():
+    model = tiny_model()
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+
+
+@torch.no_grad()
+def test_logits_to_keep(ids):
+    model = tiny_model()
+    full = model(ids).logits
+    assert torch.allclose(model(ids, logits_to_keep=1).logits, full[:, -1:], atol=1e-5)
+    assert model(ids, logits_to_keep=0).logits.shape == full.shape
+
+
+def test_shifted_loss_and_ignore_index(ids):
+    model = tiny_model()
+    labels = ids.clone()
+    labels[:, :5] = -100
+    out = model(ids, labels=labels)
+    expected = F.cross_entropy(out.logits[:, :-1].reshape(-1, TINY["vocab_size"]), labels[:, 1:].reshape(-1),
+                               ignore_index=-100)
+    assert torch.allclose(out.loss, expected)
+    assert out.aux_loss == 0 and out.hidden_states.shape == (2, 11, 64)
+
+
+def test_moe_aux_loss_only_in_training(ids):
+    model = tiny_model(use_moe=True)
+    assert model(ids).aux_loss == 0
+    model.train()
+    aux = model(ids).aux_loss
+    # E * sum(load * mean prob) * coef is at least coef per layer (equality when perfectly balanced)
+    assert aux >= 2 * 5e-4 - 1e-9 and aux.requires_grad
+
+
+def test_registered_with_auto_classes(tmp_path):
+    config = AutoConfig.for_model("minimind", **TINY)
+    assert isinstance(AutoModelForCausalLM.from_config(config), MiniMindForCausalLM)
+
+
+SCRIPT = """
+import sys, torch, minimind
+from transformers import AutoModelForCausalLM
+model = AutoModelForCausalLM.from_pretrained(sys.argv[1]).eval().requires_grad_(False)
+assert model.lm_head.weight is model.model.embed_tokens.weight, "tie lost"
+ids = torch.load(sys.argv[2])
+torch.save(model(ids).logits, sys.argv[3])
+"""
+
+
+@torch.no_grad()
+def test_save_and_load_in_a_fresh_process(tmp_path, ids):
+    model = tiny_model(use_moe=True)
+    model.save_pretrained(tmp_path / "model")
+    torch.save(ids, tmp_path / "ids.pt")
+    subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "model"), str(tmp_path / "ids.pt"),
+                    str(tmp_path / "logits.pt")], check=True, capture_output=True)
+    delta = (torch.load(tmp_path / "logits.pt") - model(ids).logits).abs().max()
+    assert delta <= 1e-5, f"max |Δlogits| after reload = {delta:.2e}"
+
+
+@pytest.mark.parametrize("make_ids, message", [
+    (lambda: torch.tensor([[1, 2, 320]]), r"token ids \[320\] are outside the vocabulary \[0, 320\)"),
+    (lambda: torch.tensor([[-1, 2]]), r"token ids \[-1\] are outside"),
+    (lambda: torch.tensor([1, 2, 3]), r"must be a 2-D tensor \[batch, seq_len\].*\(3,\)"),
+    (lambda: torch.zeros(1, 300, dtype=torch.long), "reaches position 300 .* max_position_embeddings is 256"),
+])
+def test_bad_input_ids_are_named(make_ids, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_model()(make_ids())
+
+
+def test_float_ids_rejected():
+    with pytest.raises(TypeError, match="integer token ids"):
+        tiny_model()(torch.zeros(1, 3))
+
+
+def test_cache_counts_toward_max_positions():
+    model = tiny_model()
+    out = model(torch.zeros(1, 250, dtype=torch.long), use_cache=True)
+    with pytest.raises(ValueError, match=r"reaches position 257 \(250 cached \+ 7 new\)"):
+        model(torch.zeros(1, 7, dtype=torch.long), past_key_values=out.past_key_values)
+
+
+def test_wrong_attention_mask_shape(ids):
+    with pytest.raises(ValueError, match=r"attention_mask must be \[batch, cached \+ new tokens\] = \[2, 11\]"):
+        tiny_model()(ids, attention_mask=torch.ones(2, 10))
+
+
+def test_default_model_size():
+    with torch.device("meta"):
+        model = MiniMindForCausalLM(MiniMindConfig())
+    assert sum(p.numel() for p in model.parameters()) == 63_912_192

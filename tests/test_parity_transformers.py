@@ -1,0 +1,90 @@
+"""MiniMind against an independent implementation: transformers' Qwen3 / Qwen3-MoE (same architecture family)."""
+import torch
+from transformers import Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+from conftest import tiny_model
+from minimind.rope import precompute_freqs_cis, yarn_frequencies
+
+TOL = 1e-5
+
+
+def qwen3_kwargs(config, rope_parameters=None):
+    return dict(vocab_size=config.vocab_size, hidden_size=config.hidden_size,
+                num_hidden_layers=config.num_hidden_layers, num_attention_heads=config.num_attention_heads,
+                num_key_value_heads=config.num_key_value_heads, head_dim=config.head_dim,
+                max_position_embeddings=config.max_position_embeddings, rms_norm_eps=config.rms_norm_eps,
+                tie_word_embeddings=True, hidden_act="silu",
+                rope_parameters=rope_parameters or {"rope_type": "default", "rope_theta": config.rope_theta})
+
+
+def dense_reference(model, rope_parameters=None):
+    config = Qwen3Config(intermediate_size=model.config.intermediate_size,
+                         **qwen3_kwargs(model.config, rope_parameters))
+    reference = Qwen3ForCausalLM._from_config(config, attn_implementation="eager").eval()
+    reference.load_state_dict(model.state_dict(), strict=True)
+    return reference
+
+
+def moe_reference(model):
+    c = model.config
+    config = Qwen3MoeConfig(num_experts=c.num_experts, num_experts_per_tok=c.num_experts_per_tok,
+                            moe_intermediate_size=c.moe_intermediate_size, norm_topk_prob=c.norm_topk_prob,
+                            decoder_sparse_step=1, mlp_only_layers=[], **qwen3_kwargs(c))
+    reference = Qwen3MoeForCausalLM._from_config(config, attn_implementation="eager").eval()
+    state = {k: v for k, v in model.state_dict().items() if ".experts." not in k}
+    for i, layer in enumerate(model.model.layers):  # per-expert Linears -> transformers' stacked expert tensors
+        experts = layer.mlp.experts
+        state[f"model.layers.{i}.mlp.experts.gate_up_proj"] = torch.stack(
+            [torch.cat([e.gate_proj.weight, e.up_proj.weight]) for e in experts])
+        state[f"model.layers.{i}.mlp.experts.down_proj"] = torch.stack([e.down_proj.weight for e in experts])
+    reference.load_state_dict(state, strict=True)
+    return reference
+
+
+@torch.no_grad()
+def test_dense_logits_match_qwen3(ids):
+    model = tiny_model()
+    delta = (model(ids).logits - dense_reference(model)(ids).logits).abs().max()
+    assert delta <= TOL, f"max |Δlogits| = {delta:.2e}"
+
+
+@torch.no_grad()
+def test_moe_logits_match_qwen3_moe(ids):
+    for top_k in (1, 2):
+        model = tiny_model(use_moe=True, num_experts_per_tok=top_k)
+        reference = moe_reference(model)
+        ours = model(ids).logits
+        assert ours.abs().mean() > 0.1  # weights are large enough that a mismatch would show
+        delta = (ours - reference(ids).logits).abs().max()
+        assert delta <= TOL, f"top_k={top_k}: max |Δlogits| = {delta:.2e}"
+
+
+def yarn_parameters(config):
+    y = config.yarn
+    return {"rope_type": "yarn", "rope_theta": config.rope_theta, "factor": y["factor"],
+            "original_max_position_embeddings": y["original_max_position_embeddings"],
+            "beta_fast": y["beta_fast"], "beta_slow": y["beta_slow"], "attention_factor": y["attention_factor"]}
+
+
+def test_yarn_tables_match_transformers():
+    model = tiny_model(inference_rope_scaling=True, max_position_embeddings=32768)
+    c = model.config
+    config = Qwen3Config(**qwen3_kwargs(c, yarn_parameters(c)))
+    inv_freq, attention_factor = ROPE_INIT_FUNCTIONS["yarn"](config, "cpu")
+    freqs, attn_factor = yarn_frequencies(c.head_dim, c.rope_theta, c.max_position_embeddings, c.yarn)
+    assert torch.allclose(freqs, inv_freq, rtol=1e-6, atol=0) and attn_factor == attention_factor
+    # Tables: float32 angles t * theta lose ~t * 6e-8 rad, so compare where that is below the tolerance.
+    positions = 4096
+    angles = torch.outer(torch.arange(positions).float(), inv_freq)
+    cos, sin = precompute_freqs_cis(c.head_dim, c.max_position_embeddings, c.rope_theta, c.yarn)
+    assert (cos[:positions] - torch.cat([angles.cos(), angles.cos()], -1) * attention_factor).abs().max() <= TOL
+    assert (sin[:positions] - torch.cat([angles.sin(), angles.sin()], -1) * attention_factor).abs().max() <= TOL
+
+
+@torch.no_grad()
+def test_yarn_model_matches_qwen3_with_yarn(ids):
+    model = tiny_model(inference_rope_scaling=True, max_position_embeddings=32768)
+    reference = dense_reference(model, yarn_parameters(model.config))
+    delta = (model(ids).logits - reference(ids).logits).abs().max()
+    assert delta <= TOL, f"max |Δlogits| = {delta:.2e}"
