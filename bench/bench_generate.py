@@ -1,0 +1,78 @@
+"""Prefill and greedy-decode speed: minimind vs transformers' Qwen3ForCausalLM (same weights), cache on vs off.
+
+    python bench/bench_generate.py [--new-tokens 128 256] [--repeats 3] [--device cpu]
+
+Default 64M config, fp32, batch 1, a 32-token prompt. Every figure is the best of `repeats` runs, and every
+ratio compares two numbers measured in this same run. Not a test: timings depend on the machine.
+"""
+import argparse
+import time
+
+import torch
+from transformers import Qwen3Config, Qwen3ForCausalLM
+
+from minimind import MiniMindConfig, MiniMindForCausalLM
+from minimind.device import pick_device
+
+
+def qwen3_twin(model):
+    c = model.config
+    config = Qwen3Config(vocab_size=c.vocab_size, hidden_size=c.hidden_size, intermediate_size=c.intermediate_size,
+                         num_hidden_layers=c.num_hidden_layers, num_attention_heads=c.num_attention_heads,
+                         num_key_value_heads=c.num_key_value_heads, head_dim=c.head_dim,
+                         max_position_embeddings=c.max_position_embeddings, rms_norm_eps=c.rms_norm_eps,
+                         tie_word_embeddings=True, rope_parameters={"rope_type": "default", "rope_theta": c.rope_theta})
+    twin = Qwen3ForCausalLM(config).to(model.device).eval()
+    twin.load_state_dict(model.state_dict(), strict=True)
+    return twin
+
+
+def best_time(fn, repeats):
+    times = []
+    for _ in range(repeats):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        result = fn()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return min(times), result
+
+
+@torch.inference_mode()
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--new-tokens", type=int, nargs="+", default=[128, 256])
+    parser.add_argument("--prompt", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--device")
+    args = parser.parse_args()
+    device = pick_device(args.device)
+    torch.manual_seed(0)
+    ours = MiniMindForCausalLM(MiniMindConfig()).to(device).eval()
+    theirs = qwen3_twin(ours)
+    prompt = torch.randint(3, 6400, (1, args.prompt), device=device)
+    print(f"device {device}, torch {torch.__version__}, threads {torch.get_num_threads()}, fp32, batch 1, "
+          f"prompt {args.prompt} tokens, best of {args.repeats}")
+
+    t_ours, _ = best_time(lambda: ours(prompt), args.repeats)
+    t_theirs, _ = best_time(lambda: theirs(prompt), args.repeats)
+    print(f"prefill   minimind {args.prompt / t_ours:8.0f} tok/s   transformers {args.prompt / t_theirs:8.0f} tok/s"
+          f"   ratio {t_theirs / t_ours:.2f}x")
+
+    for n in args.new_tokens:
+        greedy = dict(max_new_tokens=n, do_sample=False)
+        t_cached, out_cached = best_time(lambda: ours.generate(prompt, eos_token_id=None, **greedy), args.repeats)
+        t_plain, out_plain = best_time(
+            lambda: ours.generate(prompt, eos_token_id=None, use_cache=False, **greedy), 1)
+        t_hf, out_hf = best_time(lambda: theirs.generate(prompt, min_new_tokens=n, pad_token_id=0, **greedy),
+                                 args.repeats)
+        same = torch.equal(out_cached, out_plain) and torch.equal(out_cached, out_hf)
+        print(f"decode {n:3d}  minimind {n / t_cached:6.1f} tok/s  transformers {n / t_hf:6.1f} tok/s  "
+              f"ratio {t_hf / t_cached:.2f}x | no cache {n / t_plain:6.1f} tok/s, cache speed-up "
+              f"{t_plain / t_cached:.1f}x | same tokens: {same}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""Measure a trained checkpoint: held-out loss, characters per token, line lengths of samples, expert loads.
+
+    python -m minimind.evaluate poetry-dense [--samples 50] [--json out.json]
+"""
+import argparse
+import json
+from collections import Counter
+
+import torch
+
+from .checkpoint import load_pretrained, load_tokenizer
+from .data import encode_poems, load_poems, pack, poem_lines
+from .probes import record_routing, router_load
+from .tokenizer import chars_per_token
+
+PROMPTS = ["床前明月光，", "春风", "明月"]
+
+
+@torch.no_grad()
+def validation_loss(model, tokenizer, poems, seq_len=256, batch_size=8) -> float:
+    """Mean next-token loss (nats/token) on `poems` packed into rows of seq_len, as in training."""
+    rows = pack(encode_poems(tokenizer, poems, seq_len), seq_len).to(model.device)
+    losses = [model(b, labels=b).loss.item() for b in rows.split(batch_size)]
+    return sum(losses) / len(losses)
+
+
+def sample_poems(model, tokenizer, prompt, n=50, max_new_tokens=64, temperature=0.8, top_p=0.9, seed=0):
+    """n continuations of `prompt` (text after the prompt, up to the end token)."""
+    ids = torch.tensor([[1] + tokenizer.encode(prompt, add_special_tokens=False)], device=model.device)
+    generator = torch.Generator(device=model.device).manual_seed(seed)
+    out = model.generate(ids, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=0,
+                         num_return_sequences=n, eos_token_id=2, generator=generator)
+    return [prompt + tokenizer.decode(row[ids.shape[1]:], skip_special_tokens=True) for row in out]
+
+
+def regular_line_share(texts) -> float:
+    """Share of complete lines (ended by ，。！？；) that are exactly 5 or 7 characters long."""
+    lengths = [len(line) for text in texts for line in poem_lines(text[:max(text.rfind(p) for p in "，。！？；") + 1])]
+    return sum(n in (5, 7) for n in lengths) / max(1, len(lengths))
+
+
+@torch.no_grad()
+def expert_shares(model, tokenizer, poems, seq_len=256):
+    """Per MoE layer, the share of tokens each expert receives on `poems`, and the tokens each expert prefers."""
+    rows = pack(encode_poems(tokenizer, poems, seq_len), seq_len).to(model.device)
+    with record_routing(model) as routing:
+        model(rows)
+    tokens = rows.flatten().tolist()
+    shares, favourites = {}, {}
+    for layer, choices in routing.choices.items():
+        shares[layer] = [round(x, 4) for x in router_load(choices, model.config.num_experts).tolist()]
+        per_expert = [Counter() for _ in range(model.config.num_experts)]
+        for token, expert in zip(tokens, choices[:, 0].tolist()):
+            per_expert[expert][token] += 1
+        favourites[layer] = [[tokenizer.decode([t]) for t, _ in c.most_common(5)] for c in per_expert]
+    return shares, favourites
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("checkpoint")
+    parser.add_argument("--samples", type=int, default=50)
+    parser.add_argument("--val-file", help="held-out poems (default: the committed 300-poem sample)")
+    parser.add_argument("--json", help="write the results here")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    model, tokenizer = load_pretrained(args.checkpoint), load_tokenizer(args.checkpoint)
+    poems = load_poems(args.val_file) if args.val_file else load_poems()
+    report = {"validation_loss": round(validation_loss(model, tokenizer, poems), 4),
+              "chars_per_token": round(chars_per_token(tokenizer, poems), 4), "line_share_5_or_7": {}}
+    for prompt in PROMPTS:
+        samples = sample_poems(model, tokenizer, prompt, args.samples)
+        report["line_share_5_or_7"][prompt] = round(regular_line_share(samples), 3)
+        report.setdefault("examples", {})[prompt] = samples[:3]
+    if model.config.use_moe:
+        report["expert_shares"], report["expert_favourite_tokens"] = expert_shares(model, tokenizer, poems)
+    print(json.dumps(report, ensure_ascii=False, indent=1))
+    if args.json:
+        open(args.json, "w").write(json.dumps(report, ensure_ascii=False, indent=1))
+
+
+if __name__ == "__main__":
+    main()

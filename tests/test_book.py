@@ -1,0 +1,62 @@
+import torch
+
+from conftest import tiny_model
+from minimind.book import check, show_source
+from minimind.norm import RMSNorm
+
+
+def reference(x):
+    return x * 2
+
+
+def test_check_reports_in_plain_words(capsys):
+    cases = [(torch.ones(2, 3),), (torch.arange(4.0),)]
+    assert check(lambda x: x + x, reference, cases, name="double")
+    assert "✓ double matches the package on all 2 cases." in capsys.readouterr().out
+    assert not check(lambda x: x * 3, reference, cases, name="triple")
+    assert "✗ case 1 (tensor of shape [2, 3] (float32)): values differ" in capsys.readouterr().out
+    assert not check(lambda x: x[:1] * 2, reference, cases, name="short")
+    assert "expected shape [2, 3], got [1, 3]" in capsys.readouterr().out
+
+
+def test_check_catches_errors_and_unwritten_solutions(capsys):
+    def unwritten(x):
+        raise NotImplementedError()
+
+    assert not check(unwritten, reference, [(torch.ones(1),)], name="mine")
+    assert "mine is not written yet" in capsys.readouterr().out
+    assert not check(lambda x: x @ x, reference, [(torch.ones(2, 3),)], name="bad")
+    assert "bad raised RuntimeError" in capsys.readouterr().out
+
+
+def test_show_source_numbers_lines_from_the_file(capsys):
+    from IPython.core.interactiveshell import InteractiveShell
+    InteractiveShell.instance()
+    shown = []
+    import IPython.display
+    original = IPython.display.display
+    IPython.display.display = shown.append
+    try:
+        show_source(RMSNorm)
+    finally:
+        IPython.display.display = original
+    html = shown[0].data
+    assert "minimind/norm.py" in html and "class" in html and "rsqrt" in html
+
+
+def test_frame_player_links_slider_and_stack():
+    from minimind.viz import frame_player
+    box = frame_player([b"a", b"b", b"c"], description="step")
+    slider, stack = box.children
+    assert slider.max == 2 and len(stack.children) == 3 and stack.selected_index == 0
+    assert box.link.source == (slider, "value") and box.link.target == (stack, "selected_index")
+
+
+def test_forward_stages_and_rope_angles():
+    from minimind.viz import forward_stages, rope_pair_angles
+    model = tiny_model()
+    stages = forward_stages(model, torch.randint(0, 320, (1, 4)))
+    assert [s[0] for s in stages][:2] == ["input_ids", "embed_tokens"] and len(stages) == 2 + 2 + 2
+    assert stages[-1][1].shape == (1, 4, 320)
+    angles = rope_pair_angles(3, torch.tensor([1.0, 0.5, 0.25]), [0, 2])
+    assert torch.equal(angles, torch.tensor([3.0, 0.75]))
