@@ -1,34 +1,9 @@
-"""Shared helpers: tiny configs and random weights large enough that differences show."""
 import pytest
-import torch
 
-from minimind import MiniMindConfig, MiniMindForCausalLM
-
-TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=320,
-            max_position_embeddings=256)
-
-
-def tiny_config(**overrides) -> MiniMindConfig:
-    return MiniMindConfig(**{**TINY, **overrides})
-
-
-@torch.no_grad()
-def randomize_(model, seed=0):
-    """Weights ~ N(0, 1/fan_in) and norm gains ~ 1 + N(0, 0.1^2): logits of order 1, not 1e-3."""
-    g = torch.Generator().manual_seed(seed)
-    for name, p in model.named_parameters():
-        if p.dim() == 1:
-            p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g))
-        else:
-            p.copy_(torch.randn(p.shape, generator=g) / p.shape[-1] ** 0.5)
-    return model
-
-
-def tiny_model(seed=0, **overrides) -> MiniMindForCausalLM:
-    torch.manual_seed(seed)
-    return randomize_(MiniMindForCausalLM(tiny_config(**overrides)), seed).eval()
+from model_helpers import random_ids
 
 
 @pytest.fixture
 def ids():
-    return torch.randint(0, TINY["vocab_size"], (2, 11), generator=torch.Generator().manual_seed(1))
+    """Two sequences of 11 token ids from the tiny test vocabulary (odd length on purpose)."""
+    return random_ids()

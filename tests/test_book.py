@@ -1,6 +1,6 @@
 import torch
 
-from conftest import tiny_model
+from model_helpers import tiny_model
 from minimind.book import check, show_source
 from minimind.norm import RMSNorm
 

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from conftest import tiny_config, tiny_model
+from model_helpers import tiny_config, tiny_model
 from minimind.checkpoint import CheckpointError, load_pretrained, load_pth, write_manifest
 
 

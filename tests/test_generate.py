@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from conftest import tiny_model
+from model_helpers import tiny_model
 
 
 class Collect:

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from conftest import TINY, tiny_config, tiny_model
+from model_helpers import TINY, tiny_config, tiny_model
 from minimind import MiniMindConfig, MiniMindForCausalLM
 
 

@@ -3,7 +3,7 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-from conftest import tiny_model
+from model_helpers import tiny_model
 from minimind.rope import precompute_freqs_cis, yarn_frequencies
 
 TOL = 1e-5

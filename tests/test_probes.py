@@ -1,6 +1,6 @@
 import torch
 
-from conftest import tiny_model
+from model_helpers import tiny_model
 from minimind.probes import record_residual_stream, record_routing, rms, router_load
 
 

@@ -1,6 +1,6 @@
 import torch
 
-from conftest import tiny_model
+from model_helpers import tiny_model
 from minimind.trace import format_trace, trace_shapes
 
 

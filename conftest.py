@@ -1,0 +1,28 @@
+"""Project-wide pytest setup (the repository root is pytest's rootdir, so this applies everywhere).
+
+- Notebook kernels inherit this process's environment: make them quiet, offline and reproducible.
+- `pytest --nbval book/`: use book/nbval_sanitize.cfg by absolute path, so the bare command also
+  works when pytest is started from a subfolder (a relative --nbval-sanitize-with would break).
+"""
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent
+SANITIZE_FILE = REPO_ROOT / "book" / "nbval_sanitize.cfg"
+
+KERNEL_ENV = {
+    "TQDM_DISABLE": "1",
+    "TRANSFORMERS_VERBOSITY": "error",
+    "HF_HUB_OFFLINE": "1",
+    "PYTHONHASHSEED": "0",
+}
+for _name, _value in KERNEL_ENV.items():
+    os.environ.setdefault(_name, _value)
+
+
+def pytest_configure(config):
+    option = config.option
+    nbval_active = getattr(option, "nbval", False) or getattr(option, "nbval_lax", False)
+    if nbval_active and not getattr(option, "nbval_sanitize_with", None):
+        option.nbval_sanitize_with = str(SANITIZE_FILE)

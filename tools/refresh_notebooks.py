@@ -1,0 +1,136 @@
+"""Re-execute the book's notebooks in place, saving outputs and widget state for the static book.
+
+    python tools/refresh_notebooks.py                 # every notebook in _toc.yml, in toc order
+    python tools/refresh_notebooks.py book/ch03_rope.ipynb ...
+    python tools/refresh_notebooks.py --toc /tmp/demo_book/_toc.yml
+
+Runs each notebook with nbclient (kernel python3 from this environment, cwd = the notebook's
+folder, 600 s per cell), stores the widget state the HTML book needs, and removes diff noise:
+per-cell timing metadata, and random widget model ids (renumbered in order of creation).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import yaml
+from nbclient import NotebookClient
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+WIDGET_STATE_MIME = "application/vnd.jupyter.widget-state+json"
+
+# Same environment as the nbval run (conftest.py): quiet, offline, reproducible kernels.
+KERNEL_ENV = {
+    "TQDM_DISABLE": "1",
+    "TRANSFORMERS_VERBOSITY": "error",
+    "HF_HUB_OFFLINE": "1",
+    "PYTHONHASHSEED": "0",
+}
+
+
+def toc_notebooks(toc_path: Path) -> list[Path]:
+    """The .ipynb files named in a jb-book _toc.yml, in reading order (root first)."""
+    toc = yaml.safe_load(toc_path.read_text(encoding="utf-8"))
+    base = toc_path.parent
+    files: list[str] = [toc["root"]]
+
+    def walk(entries):
+        for entry in entries or []:
+            if "file" in entry:
+                files.append(entry["file"])
+            for key in ("parts", "chapters", "sections"):
+                walk(entry.get(key))
+
+    walk(toc.get("parts"))
+    walk(toc.get("chapters"))
+    notebooks = []
+    for name in files:
+        path = base / name
+        candidate = path if path.suffix == ".ipynb" else path.with_suffix(".ipynb")
+        if candidate.exists():
+            notebooks.append(candidate)
+    return notebooks
+
+
+def _renumber_widget_ids(nb) -> None:
+    """Replace nbclient's random model ids by stable ones, so re-running gives a small diff."""
+    state = nb.metadata.get("widgets", {}).get(WIDGET_STATE_MIME, {}).get("state", {})
+    if not state:
+        return
+    mapping = {old: f"{i:032x}" for i, old in enumerate(state, start=1)}
+    text = json.dumps(nb)
+    for old, new in mapping.items():
+        text = text.replace(old, new)
+    renumbered = nbformat.from_dict(json.loads(text))
+    nb.clear()
+    nb.update(renumbered)
+
+
+def clean_metadata(nb) -> None:
+    """Strip per-cell timing; drop widget metadata when the run displayed no widgets."""
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
+        cell.metadata.pop("ExecuteTime", None)
+    widgets = nb.metadata.get("widgets")
+    if widgets is not None and not widgets.get(WIDGET_STATE_MIME, {}).get("state"):
+        del nb.metadata["widgets"]
+
+
+def refresh(path: Path, timeout: int = 600) -> float:
+    """Execute one notebook in place; return its runtime in seconds."""
+    nb = nbformat.read(path, as_version=4)
+    nb.metadata.pop("widgets", None)  # stale state from an earlier run must not survive
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+        store_widget_state=True,
+        record_timing=False,
+    )
+    start = time.perf_counter()
+    client.execute()
+    elapsed = time.perf_counter() - start
+    clean_metadata(nb)
+    _renumber_widget_ids(nb)
+    nbformat.write(nb, path)
+    return elapsed
+
+
+def prepare_environment() -> None:
+    os.environ.update(KERNEL_ENV)
+    # The python3 kernelspec runs `python` from PATH: make that this environment's interpreter.
+    os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("notebooks", nargs="*", type=Path, help="default: every notebook in the toc")
+    parser.add_argument("--toc", type=Path, default=REPO_ROOT / "_toc.yml")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds per cell")
+    args = parser.parse_args(argv)
+
+    notebooks = [p.resolve() for p in args.notebooks] or toc_notebooks(args.toc)
+    if not notebooks:
+        print("no notebooks to run", file=sys.stderr)
+        return 1
+    prepare_environment()
+    total = 0.0
+    for path in notebooks:
+        print(f"{path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path} ...",
+              end=" ", flush=True)
+        elapsed = refresh(path, args.timeout)
+        total += elapsed
+        print(f"{elapsed:.1f} s", flush=True)
+    print(f"{len(notebooks)} notebook(s) in {total:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
