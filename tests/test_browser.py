@@ -30,7 +30,7 @@ import pytest
 # math: True/False, or None = required whenever the page contains math.
 PAGES = [
     {"page": "book/intro.html", "widgets": 1, "slider_stacks": 1, "math": True},
-    # {"page": "book/ch01_shapes.html", "widgets": 1, "slider_stacks": 1, "math": None},
+    {"page": "book/ch01_shapes.html", "widgets": 1, "slider_stacks": 1, "math": True},
     # {"page": "book/ch02_rmsnorm.html", "widgets": 1, "slider_stacks": 1, "math": True},
     # {"page": "book/ch03_rope.html", "widgets": 2, "slider_stacks": 2, "math": True},
 ]
