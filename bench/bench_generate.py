@@ -27,17 +27,24 @@ def qwen3_twin(model):
     return twin
 
 
-def best_time(fn, repeats):
-    times = []
+def timed(fn):
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    result = fn()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return time.perf_counter() - start, result
+
+
+def best_times(fns, repeats):
+    """Best time of each function; runs alternate (a, b, a, b, ...) so a busy spell hits both alike."""
+    best, results = [float("inf")] * len(fns), [None] * len(fns)
     for _ in range(repeats):
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        result = fn()
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    return min(times), result
+        for i, fn in enumerate(fns):
+            seconds, results[i] = timed(fn)
+            best[i] = min(best[i], seconds)
+    return best, results
 
 
 @torch.inference_mode()
@@ -56,23 +63,20 @@ def main():
     print(f"device {device}, torch {torch.__version__}, threads {torch.get_num_threads()}, fp32, batch 1, "
           f"prompt {args.prompt} tokens, best of {args.repeats}")
 
-    t_ours, _ = best_time(lambda: ours(prompt), args.repeats)
-    t_theirs, _ = best_time(lambda: theirs(prompt), args.repeats)
+    (t_ours, t_theirs), _ = best_times([lambda: ours(prompt), lambda: theirs(prompt)], args.repeats)
     print(f"prefill   minimind {args.prompt / t_ours:8.0f} tok/s   transformers {args.prompt / t_theirs:8.0f} tok/s"
           f"   ratio {t_theirs / t_ours:.2f}x")
 
     for n in args.new_tokens:
         greedy = dict(max_new_tokens=n, do_sample=False)
-        t_cached, out_cached = best_time(lambda: ours.generate(prompt, eos_token_id=None, **greedy), args.repeats)
-        t_plain, out_plain = best_time(
-            lambda: ours.generate(prompt, eos_token_id=None, use_cache=False, **greedy), 1)
-        t_hf, out_hf = best_time(lambda: theirs.generate(prompt, min_new_tokens=n, pad_token_id=0, **greedy),
-                                 args.repeats)
+        (t_cached, t_hf), (out_cached, out_hf) = best_times(
+            [lambda: ours.generate(prompt, eos_token_id=None, **greedy),
+             lambda: theirs.generate(prompt, min_new_tokens=n, pad_token_id=0, **greedy)], args.repeats)
+        t_plain, out_plain = timed(lambda: ours.generate(prompt, eos_token_id=None, use_cache=False, **greedy))
         same = torch.equal(out_cached, out_plain) and torch.equal(out_cached, out_hf)
         print(f"decode {n:3d}  minimind {n / t_cached:6.1f} tok/s  transformers {n / t_hf:6.1f} tok/s  "
               f"ratio {t_hf / t_cached:.2f}x | no cache {n / t_plain:6.1f} tok/s, cache speed-up "
               f"{t_plain / t_cached:.1f}x | same tokens: {same}")
-
 
 if __name__ == "__main__":
     main()

@@ -18,6 +18,14 @@ def figure_png(fig, dpi=80) -> bytes:
     return buffer.getvalue()
 
 
+def palette_png(png: bytes, colors: int = 32) -> bytes:
+    """The same picture with at most `colors` colours: a line plot's PNG shrinks about 4x (smaller book pages)."""
+    from PIL import Image
+    buffer = io.BytesIO()
+    Image.open(io.BytesIO(png)).convert("RGB").quantize(colors=colors).save(buffer, format="PNG", optimize=True)
+    return buffer.getvalue()
+
+
 def frame_player(frames: list[bytes], description="frame", start=0, on_change=None, width=None):
     """A slider jslinked to a Stack of PNG frames: interactive in Jupyter and in the static HTML book.
 
@@ -61,6 +69,26 @@ def stage_figure(label: str, tensor: torch.Tensor, index: int, total: int, max_c
     ax.set_title(f"stage {index + 1}/{total}: {label}   shape {list(tensor.shape)}", fontsize=10)
     ax.set_ylabel("position"), ax.set_xlabel("feature" if tensor.dim() > 2 else "")
     return fig
+
+
+# --- chapter 2: what each RMSNorm reads from the residual stream ---------------------------------------------
+
+@torch.no_grad()
+def norm_readings(model, stream) -> list[dict]:
+    """One entry per point of the residual stream (from probes.record_residual_stream) and the RMSNorm reading it.
+
+    Keys: label, stream (RMS per token [B, S]), unit (RMS after normalising, before the gain), normed (RMS of the
+    norm's output), gain (RMS of the norm's weight). 2 * layers + 1 points: embedding, then +attn / +ffn per layer.
+    """
+    from .probes import rms
+    layers = model.model.layers
+    points = [("embedding", stream[0]["input"], layers[0].input_layernorm)]
+    for i, layer in enumerate(layers):
+        reader = layers[i + 1].input_layernorm if i + 1 < len(layers) else model.model.norm
+        points += [(f"{i} +attn", stream[i]["after_attention"], layer.post_attention_layernorm),
+                   (f"{i} +ffn", stream[i]["output"], reader)]
+    return [{"label": label, "stream": rms(x), "unit": rms(norm.norm(x.float())), "normed": rms(norm(x)),
+             "gain": rms(norm.weight).item()} for label, x, norm in points]
 
 
 # --- chapter 3: RoPE rotations -----------------------------------------------------------------------------
@@ -147,31 +175,3 @@ def windowed_token_losses(model, input_ids, window: int) -> torch.Tensor:
 def bucket_means(values: torch.Tensor, bucket: int) -> torch.Tensor:
     """Mean of [B, N] values over the batch and over blocks of `bucket` positions (last may be short); skips NaN."""
     return torch.stack([block.float().nanmean() for block in values.split(bucket, dim=-1)])
-
-
-# --- chapter 2: what each RMSNorm reads from the residual stream ---------------------------------------------
-
-@torch.no_grad()
-def norm_readings(model, stream) -> list[dict]:
-    """One entry per point of the residual stream (from probes.record_residual_stream) and the RMSNorm reading it.
-
-    Keys: label, stream (RMS per token [B, S]), unit (RMS after normalising, before the gain), normed (RMS of the
-    norm's output), gain (RMS of the norm's weight). 2 * layers + 1 points: embedding, then +attn / +ffn per layer.
-    """
-    from .probes import rms
-    layers = model.model.layers
-    points = [("embedding", stream[0]["input"], layers[0].input_layernorm)]
-    for i, layer in enumerate(layers):
-        reader = layers[i + 1].input_layernorm if i + 1 < len(layers) else model.model.norm
-        points += [(f"{i} +attn", stream[i]["after_attention"], layer.post_attention_layernorm),
-                   (f"{i} +ffn", stream[i]["output"], reader)]
-    return [{"label": label, "stream": rms(x), "unit": rms(norm.norm(x.float())), "normed": rms(norm(x)),
-             "gain": rms(norm.weight).item()} for label, x, norm in points]
-
-
-def palette_png(png: bytes, colors: int = 32) -> bytes:
-    """The same picture with at most `colors` colours: a line plot's PNG shrinks about 4x (smaller book pages)."""
-    from PIL import Image
-    buffer = io.BytesIO()
-    Image.open(io.BytesIO(png)).convert("RGB").quantize(colors=colors).save(buffer, format="PNG", optimize=True)
-    return buffer.getvalue()

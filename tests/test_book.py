@@ -42,21 +42,3 @@ def test_show_source_numbers_lines_from_the_file(capsys):
         IPython.display.display = original
     html = shown[0].data
     assert "minimind/norm.py" in html and "class" in html and "rsqrt" in html
-
-
-def test_frame_player_links_slider_and_stack():
-    from minimind.viz import frame_player
-    box = frame_player([b"a", b"b", b"c"], description="step")
-    slider, stack = box.children
-    assert slider.max == 2 and len(stack.children) == 3 and stack.selected_index == 0
-    assert box.link.source == (slider, "value") and box.link.target == (stack, "selected_index")
-
-
-def test_forward_stages_and_rope_angles():
-    from minimind.viz import forward_stages, rope_pair_angles
-    model = tiny_model()
-    stages = forward_stages(model, torch.randint(0, 320, (1, 4)))
-    assert [s[0] for s in stages][:2] == ["input_ids", "embed_tokens"] and len(stages) == 2 + 2 + 2
-    assert stages[-1][1].shape == (1, 4, 320)
-    angles = rope_pair_angles(3, torch.tensor([1.0, 0.5, 0.25]), [0, 2])
-    assert torch.equal(angles, torch.tensor([3.0, 0.75]))

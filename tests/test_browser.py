@@ -31,8 +31,8 @@ import pytest
 PAGES = [
     {"page": "book/intro.html", "widgets": 1, "slider_stacks": 1, "math": True},
     {"page": "book/ch01_shapes.html", "widgets": 1, "slider_stacks": 1, "math": True},
-    # {"page": "book/ch02_rmsnorm.html", "widgets": 1, "slider_stacks": 1, "math": True},
-    # {"page": "book/ch03_rope.html", "widgets": 2, "slider_stacks": 2, "math": True},
+    {"page": "book/ch02_rmsnorm.html", "widgets": 1, "slider_stacks": 1, "math": True},
+    {"page": "book/ch03_rope.html", "widgets": 2, "slider_stacks": 2, "math": True},
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -1,0 +1,111 @@
+"""minimind/viz.py: the pure functions behind the book's pictures, and the frame-player widget."""
+import math
+
+import torch
+
+from model_helpers import tiny_model
+from minimind.probes import record_residual_stream, rms
+from minimind.rope import precompute_freqs_cis, rope_frequencies
+from minimind.viz import (bucket_means, norm_readings, rope_score, rotation_figure, token_losses, unit_pairs,
+                          windowed_token_losses)
+
+
+def test_frame_player_links_slider_and_stack():
+    from minimind.viz import frame_player
+    box = frame_player([b"a", b"b", b"c"], description="step")
+    slider, stack = box.children
+    assert slider.max == 2 and len(stack.children) == 3 and stack.selected_index == 0
+    assert box.link.source == (slider, "value") and box.link.target == (stack, "selected_index")
+
+
+def test_forward_stages_and_rope_angles():
+    from minimind.viz import forward_stages, rope_pair_angles
+    model = tiny_model()
+    stages = forward_stages(model, torch.randint(0, 320, (1, 4)))
+    assert [s[0] for s in stages][:2] == ["input_ids", "embed_tokens"] and len(stages) == 2 + 2 + 2
+    assert stages[-1][1].shape == (1, 4, 320)
+    angles = rope_pair_angles(3, torch.tensor([1.0, 0.5, 0.25]), [0, 2])
+    assert torch.equal(angles, torch.tensor([3.0, 0.75]))
+
+
+def test_norm_readings_follow_the_stream_and_normalise_to_unit_rms(ids):
+    model = tiny_model()
+    with record_residual_stream(model) as stream, torch.no_grad():
+        out = model(ids)
+    readings = norm_readings(model, stream)
+    assert [r["label"] for r in readings] == ["embedding", "0 +attn", "0 +ffn", "1 +attn", "1 +ffn"]
+    assert torch.equal(readings[0]["stream"], rms(stream[0]["input"]))
+    assert torch.equal(readings[2]["stream"], rms(stream[1]["input"]))  # layer 0's output is layer 1's input
+    for r in readings:
+        assert r["stream"].shape == ids.shape
+        assert torch.allclose(r["unit"], torch.ones_like(r["unit"]), atol=1e-4)
+    assert torch.allclose(readings[-1]["normed"], rms(out.hidden_states))  # the last point is read by the final norm
+    assert abs(readings[-1]["gain"] - rms(model.model.norm.weight).item()) < 1e-6
+
+
+def test_unit_pairs_uses_the_rotate_half_layout():
+    v = unit_pairs(torch.tensor([0.0, math.pi / 2]))
+    assert torch.allclose(v, torch.tensor([1.0, 0.0, 0.0, 1.0]), atol=1e-7)  # pair i = (v[i], v[i + 2])
+
+
+def test_rope_score_is_the_dot_product_of_rotated_vectors_and_depends_on_distance_only():
+    cos, sin = precompute_freqs_cis(8, 64, 1e4)
+    q, k = unit_pairs(torch.tensor([0.3, 1.0, 2.0, 0.5])), unit_pairs(torch.tensor([1.3, 0.2, 0.7, 2.5]))
+    freqs = rope_frequencies(8, 1e4)
+    # pair i contributes cos(angle_q - angle_k + (m - n) theta_i) for unit pairs
+    expected = torch.cos(torch.tensor([0.3, 1.0, 2.0, 0.5]) - torch.tensor([1.3, 0.2, 0.7, 2.5]) + 5 * freqs).sum()
+    assert abs(rope_score(q, k, cos, sin, 7, 2) - expected.item()) < 1e-5
+    assert abs(rope_score(q, k, cos, sin, 40, 35) - rope_score(q, k, cos, sin, 7, 2)) < 1e-5
+    assert abs(rope_score(q, k, cos, sin, 7, 3) - rope_score(q, k, cos, sin, 7, 2)) > 1e-3
+
+
+def test_token_losses_average_to_the_model_loss():
+    model = tiny_model()
+    ids = torch.randint(0, 320, (2, 9), generator=torch.Generator().manual_seed(0))
+    losses = token_losses(model, ids)
+    assert losses.shape == (2, 8)
+    assert torch.allclose(losses.mean(), model(ids, labels=ids).loss, atol=1e-5)
+
+
+def test_windowed_token_losses_match_separate_windows():
+    model = tiny_model()
+    ids = torch.randint(0, 320, (2, 12), generator=torch.Generator().manual_seed(0))
+    losses = windowed_token_losses(model, ids, window=4)
+    assert losses.shape == (2, 11)
+    assert torch.isnan(losses[:, [3, 7]]).all() and not torch.isnan(losses[:, [0, 1, 2, 4, 8, 10]]).any()
+    assert torch.allclose(losses[:, 4:7], token_losses(model, ids[:, 4:8]), atol=1e-5)
+    assert torch.allclose(losses[:, :3], token_losses(model, ids)[:, :3], atol=1e-5)  # first window: same context
+
+
+def test_bucket_means_average_batch_and_blocks_skipping_nan():
+    values = torch.arange(10.0).repeat(2, 1)  # [2, 10]
+    assert torch.equal(bucket_means(values, 4), torch.tensor([1.5, 5.5, 8.5]))
+    values[:, 0] = float("nan")
+    assert torch.equal(bucket_means(values, 4), torch.tensor([2.0, 5.5, 8.5]))
+
+
+def test_rotation_figure_panels():
+    import matplotlib
+    matplotlib.use("Agg")
+    freqs = rope_frequencies(8, 1e4)
+    fig = rotation_figure(5, 2, freqs, [0, 3], score=1.0)
+    assert len(fig.axes) == 2
+    fig = rotation_figure(5, 2, freqs, [0, 3], score=1.0, q_start=torch.ones(4), curve=([0, 1, 3], [2, 1, 0]))
+    assert len(fig.axes) == 3 and "distance 3" in fig._suptitle.get_text()
+
+
+def test_palette_png_keeps_the_size_and_shrinks_the_file():
+    import io
+
+    import matplotlib
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    from minimind.viz import figure_png, palette_png
+    matplotlib.use("Agg")
+    fig = rotation_figure(5, 2, rope_frequencies(8, 1e4), [0, 1, 2, 3], score=1.0)
+    png = figure_png(fig)
+    small = palette_png(png, colors=16)
+    assert Image.open(io.BytesIO(small)).size == Image.open(io.BytesIO(png)).size
+    assert len(small) < len(png) and len(Image.open(io.BytesIO(small)).getcolors()) <= 16
+    plt.close("all")
