@@ -18,6 +18,7 @@ def setup(seed: int = 0, quiet=True):
     import numpy as np
     import transformers
     random.seed(seed), np.random.seed(seed), torch.manual_seed(seed)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # GPU prints = CPU prints
     torch.set_printoptions(precision=4, sci_mode=False, linewidth=110)
     np.set_printoptions(precision=4, suppress=True, linewidth=110)
     if quiet:
@@ -44,8 +45,7 @@ def show_source(obj, lines: tuple[int, int] | None = None):
         source_lines = source_lines[lines[0] - start: lines[1] - start + 1]
         start = lines[0]
     code = textwrap.dedent("".join(source_lines))
-    path = inspect.getsourcefile(obj)
-    where = path[path.rindex("minimind"):] if "minimind" in path else os.path.basename(path)
+    where = inspect.getmodule(obj).__name__.replace(".", "/") + ".py"  # e.g. minimind/norm.py, wherever installed
     formatter = HtmlFormatter(linenos="inline", linenostart=start, noclasses=True, style="friendly")
     html = (f'<div class="live-source"><div style="font-size:0.85em;color:#555">{where}, '
             f"lines {start}–{start + len(source_lines) - 1}</div>{highlight(code, PythonLexer(), formatter)}</div>")
