@@ -58,15 +58,19 @@ torch.save(model(ids).logits, sys.argv[3])
 """
 
 
+@pytest.mark.parametrize("use_moe", [False, True])
 @torch.no_grad()
-def test_save_and_load_in_a_fresh_process(tmp_path, ids):
-    model = tiny_model(use_moe=True)
+def test_save_and_load_in_a_fresh_process(tmp_path, ids, use_moe):
+    model = tiny_model(use_moe=use_moe)
     model.save_pretrained(tmp_path / "model")
     torch.save(ids, tmp_path / "ids.pt")
     subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "model"), str(tmp_path / "ids.pt"),
                     str(tmp_path / "logits.pt")], check=True, capture_output=True)
-    delta = (torch.load(tmp_path / "logits.pt") - model(ids).logits).abs().max()
-    assert delta <= 1e-5, f"max |Δlogits| after reload = {delta:.2e}"
+    reloaded, original = torch.load(tmp_path / "logits.pt"), model(ids).logits
+    if not use_moe:
+        assert torch.equal(reloaded, original)
+    else:  # expert batches are gathered into fresh buffers; float sums may differ in the last bit
+        assert (reloaded - original).abs().max() <= 1e-5
 
 
 @pytest.mark.parametrize("make_ids, message", [
