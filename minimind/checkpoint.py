@@ -69,13 +69,18 @@ def verify_manifest(folder: Path):
                                   "restore it from git, or retrain with the command in the README")
 
 
+def checkpoint_folder(name_or_path: str) -> Path:
+    """A shipped checkpoint's folder by name ("poetry-dense"), else `name_or_path` itself."""
+    return SHIPPED / name_or_path if (SHIPPED / name_or_path).is_dir() else Path(name_or_path)
+
+
 def load_pretrained(name_or_path: str, device=None, dtype=torch.float32) -> MiniMindForCausalLM:
     """A shipped checkpoint by name ("poetry-dense", "poetry-moe") or any HF-style MiniMind folder.
 
     Verifies SHA256SUMS when present and checks every weight's name and shape.
     """
     from safetensors.torch import load_file
-    folder = SHIPPED / name_or_path if (SHIPPED / name_or_path).is_dir() else Path(name_or_path)
+    folder = checkpoint_folder(name_or_path)
     if not folder.is_dir():
         shipped = sorted(p.name for p in SHIPPED.iterdir()) if SHIPPED.is_dir() else []
         raise CheckpointError(f"no checkpoint folder {name_or_path!r}; shipped checkpoints: {shipped}")
@@ -92,5 +97,4 @@ def load_pretrained(name_or_path: str, device=None, dtype=torch.float32) -> Mini
 def load_tokenizer(name_or_path: str):
     """The tokenizer saved next to a checkpoint."""
     from transformers import AutoTokenizer
-    folder = SHIPPED / name_or_path if (SHIPPED / name_or_path).is_dir() else Path(name_or_path)
-    return AutoTokenizer.from_pretrained(str(folder))
+    return AutoTokenizer.from_pretrained(str(checkpoint_folder(name_or_path)))

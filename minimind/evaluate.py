@@ -17,11 +17,15 @@ PROMPTS = ["床前明月光，", "春风", "明月"]
 
 
 @torch.no_grad()
-def validation_loss(model, tokenizer, poems, seq_len=256, batch_size=8) -> float:
-    """Mean next-token loss (nats/token) on `poems` packed into rows of seq_len, as in training."""
-    rows = pack(encode_poems(tokenizer, poems, seq_len), seq_len).to(model.device)
-    losses = [model(b, labels=b).loss.item() for b in rows.split(batch_size)]
+def mean_loss(model, rows: torch.Tensor, batch_size=8) -> float:
+    """Mean next-token loss (nats/token) over token rows [N, seq_len], computed in batches."""
+    losses = [model(b, labels=b).loss.item() for b in rows.to(model.device).split(batch_size)]
     return sum(losses) / len(losses)
+
+
+def validation_loss(model, tokenizer, poems, seq_len=256, batch_size=8) -> float:
+    """mean_loss on `poems` packed into rows of seq_len, as in training."""
+    return mean_loss(model, pack(encode_poems(tokenizer, poems, seq_len), seq_len), batch_size)
 
 
 def sample_poems(model, tokenizer, prompt, n=50, max_new_tokens=64, temperature=0.8, top_p=0.9, seed=0):
@@ -56,6 +60,21 @@ def expert_shares(model, tokenizer, poems, seq_len=256):
     return shares, favourites
 
 
+def report(checkpoint: str, poems, samples=50) -> dict:
+    """Everything above for one checkpoint, as the dict saved in its eval.json."""
+    model, tokenizer = load_pretrained(checkpoint), load_tokenizer(checkpoint)
+    result = {"validation_loss": round(validation_loss(model, tokenizer, poems), 4),
+              "chars_per_token": round(chars_per_token(tokenizer, poems), 4), "line_share_5_or_7": {},
+              "examples": {}}
+    for prompt in PROMPTS:
+        texts = sample_poems(model, tokenizer, prompt, samples)
+        result["line_share_5_or_7"][prompt] = round(regular_line_share(texts), 3)
+        result["examples"][prompt] = texts[:3]
+    if model.config.use_moe:
+        result["expert_shares"], result["expert_favourite_tokens"] = expert_shares(model, tokenizer, poems)
+    return result
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoint")
@@ -63,20 +82,11 @@ def main():
     parser.add_argument("--val-file", help="held-out poems (default: the committed 300-poem sample)")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
-    torch.manual_seed(0)
-    model, tokenizer = load_pretrained(args.checkpoint), load_tokenizer(args.checkpoint)
     poems = load_poems(args.val_file) if args.val_file else load_poems()
-    report = {"validation_loss": round(validation_loss(model, tokenizer, poems), 4),
-              "chars_per_token": round(chars_per_token(tokenizer, poems), 4), "line_share_5_or_7": {}}
-    for prompt in PROMPTS:
-        samples = sample_poems(model, tokenizer, prompt, args.samples)
-        report["line_share_5_or_7"][prompt] = round(regular_line_share(samples), 3)
-        report.setdefault("examples", {})[prompt] = samples[:3]
-    if model.config.use_moe:
-        report["expert_shares"], report["expert_favourite_tokens"] = expert_shares(model, tokenizer, poems)
-    print(json.dumps(report, ensure_ascii=False, indent=1))
+    text = json.dumps(report(args.checkpoint, poems, args.samples), ensure_ascii=False, indent=1)
+    print(text)
     if args.json:
-        open(args.json, "w").write(json.dumps(report, ensure_ascii=False, indent=1))
+        open(args.json, "w").write(text)
 
 
 if __name__ == "__main__":

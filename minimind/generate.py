@@ -1,7 +1,8 @@
 """Autoregressive generation with a KV-cache, built from the sampling functions (chapter 10)."""
 import torch
 
-from .sampling import apply_repetition_penalty, apply_temperature, sample_next_token, top_k_filter, top_p_filter
+from .sampling import (apply_repetition_penalty, apply_temperature, check_settings, sample_next_token, top_k_filter,
+                       top_p_filter)
 
 
 @torch.inference_mode()
@@ -17,9 +18,9 @@ def generate(model, input_ids, attention_mask=None, max_new_tokens=8192, tempera
     if attention_mask is not None:
         attention_mask = attention_mask.repeat(num_return_sequences, 1)
     if do_sample:  # check the knobs once, before any work
-        apply_temperature(input_ids.new_zeros(1).float(), temperature)
-        top_k_filter(input_ids.new_zeros(1, 1).float(), top_k)
-        top_p_filter(input_ids.new_zeros(1, 1).float(), top_p)
+        check_settings(temperature, top_k, top_p, repetition_penalty)
+    else:
+        check_settings(repetition_penalty=repetition_penalty)
     past_key_values = None
     finished = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
     if streamer:

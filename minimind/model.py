@@ -135,12 +135,16 @@ class MiniMindForCausalLM(PreTrainedModel, GenerationMixin):
         return generate(self, inputs, **kwargs)
 
 
-def shifted_cross_entropy(logits, labels, ignore_index=-100):
-    """Position t predicts token t+1: compare logits[:, :-1] with labels[:, 1:], skipping ignore_index."""
+def shifted_cross_entropy(logits, labels, ignore_index=-100, reduction="mean"):
+    """Position t predicts token t+1: compare logits[:, :-1] with labels[:, 1:], skipping ignore_index.
+
+    reduction="none" keeps one loss per predicted token, [B, S - 1].
+    """
     if labels.shape != logits.shape[:2]:
         raise ValueError(f"labels {list(labels.shape)} must match logits' [batch, seq_len] {list(logits.shape[:2])}")
     x, y = logits[..., :-1, :].contiguous(), labels[..., 1:].contiguous()
-    return F.cross_entropy(x.view(-1, x.size(-1)), y.view(-1), ignore_index=ignore_index)
+    loss = F.cross_entropy(x.view(-1, x.size(-1)), y.view(-1), ignore_index=ignore_index, reduction=reduction)
+    return loss.view(y.shape) if reduction == "none" else loss
 
 
 AutoConfig.register("minimind", MiniMindConfig, exist_ok=True)

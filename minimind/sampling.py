@@ -6,10 +6,21 @@ repetition penalty, temperature, top-k, top-p, then sample (or argmax).
 import torch
 
 
+def check_settings(temperature=1.0, top_k=0, top_p=1.0, repetition_penalty=1.0):
+    """Raise a ValueError naming the first sampling setting outside its range."""
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0 when sampling, got {temperature}; use do_sample=False for greedy")
+    if top_k < 0:
+        raise ValueError(f"top_k must be >= 0 (0 disables it), got {top_k}")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+    if repetition_penalty <= 0:
+        raise ValueError(f"repetition_penalty must be > 0, got {repetition_penalty}")
+
+
 def apply_repetition_penalty(logits, input_ids, penalty: float):
     """Push down tokens already in `input_ids`: positive logits / penalty, negative logits * penalty."""
-    if penalty <= 0:
-        raise ValueError(f"repetition_penalty must be > 0, got {penalty}")
+    check_settings(repetition_penalty=penalty)
     if penalty == 1.0:
         return logits
     seen = torch.gather(logits, 1, input_ids)  # [B, S] logits of the tokens seen so far
@@ -19,15 +30,13 @@ def apply_repetition_penalty(logits, input_ids, penalty: float):
 
 def apply_temperature(logits, temperature: float):
     """Divide by T: T < 1 sharpens the distribution, T > 1 flattens it."""
-    if temperature <= 0:
-        raise ValueError(f"temperature must be > 0 when sampling, got {temperature}; use do_sample=False for greedy")
+    check_settings(temperature=temperature)
     return logits / temperature
 
 
 def top_k_filter(logits, top_k: int):
     """Keep the k largest logits per row (ties with the k-th are kept), set the rest to -inf; k = 0 keeps all."""
-    if top_k < 0:
-        raise ValueError(f"top_k must be >= 0 (0 disables it), got {top_k}")
+    check_settings(top_k=top_k)
     if top_k == 0 or top_k >= logits.shape[-1]:
         return logits
     kth_largest = torch.topk(logits, top_k, dim=-1).values[..., -1, None]  # [B, 1]
@@ -36,13 +45,12 @@ def top_k_filter(logits, top_k: int):
 
 def top_p_filter(logits, top_p: float):
     """Keep the smallest set of best tokens whose probability reaches top_p; the best token is always kept."""
-    if not 0 < top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+    check_settings(top_p=top_p)
     if top_p == 1.0:
         return logits
     sorted_logits, sorted_idx = torch.sort(logits, descending=True, dim=-1)
-    cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
-    remove = cumulative - torch.softmax(sorted_logits, dim=-1) >= top_p  # mass before this token already >= top_p
+    probs = torch.softmax(sorted_logits, dim=-1)
+    remove = probs.cumsum(dim=-1) - probs >= top_p  # the mass before this token already reaches top_p
     remove[..., 0] = False
     return logits.masked_fill(remove.scatter(1, sorted_idx, remove), float("-inf"))
 

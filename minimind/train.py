@@ -24,6 +24,7 @@ import torch.distributed as dist
 from .config import MiniMindConfig
 from .data import encode_poems, load_poems, pack
 from .device import pick_device, pick_dtype
+from .evaluate import mean_loss
 from .model import MiniMindForCausalLM
 
 
@@ -79,13 +80,12 @@ def batches(rows: torch.Tensor, batch_size: int, seed: int, rank=0, world=1):
         epoch += 1
 
 
-@torch.no_grad()
-def evaluate(model, rows: torch.Tensor, batch_size: int, device) -> float:
-    """Mean next-token loss (nats/token) over `rows`."""
+def evaluate(model, rows: torch.Tensor, batch_size: int) -> float:
+    """Mean next-token loss (nats/token) over `rows`, in eval mode (no dropout)."""
     model.eval()
-    losses = [model(b.to(device), labels=b.to(device)).loss.item() for b in rows.split(batch_size)]
+    loss = mean_loss(model, rows, batch_size)
     model.train()
-    return sum(losses) / len(losses)
+    return loss
 
 
 def plot_loss_curve(log_csv: Path, png: Path):
@@ -179,7 +179,7 @@ def train(args):
         tick = time.time()
         val_loss = ""
         if done % preset.eval_every == 0 or done == preset.steps:
-            val_loss = f"{evaluate(model, val_rows, preset.batch_size, device):.4f}"
+            val_loss = f"{evaluate(model, val_rows, preset.batch_size):.4f}"
         if rank == 0:
             with open(log_path, "a") as f:
                 f.write(f"{done},{lr:.6g},{output.loss.item():.4f},{output.aux_loss.item():.6f},{val_loss},"

@@ -150,11 +150,8 @@ def rope_score(q: torch.Tensor, k: torch.Tensor, cos, sin, query_pos: int, key_p
 @torch.no_grad()
 def token_losses(model, input_ids) -> torch.Tensor:
     """Next-token cross-entropy at every position, [B, S - 1]: entry t is the loss of predicting token t + 1."""
-    import torch.nn.functional as F
-    logits = model(input_ids).logits[:, :-1].float()
-    targets = input_ids[:, 1:]
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
-                           reduction="none").view(targets.shape)
+    from .model import shifted_cross_entropy
+    return shifted_cross_entropy(model(input_ids).logits.float(), input_ids, reduction="none")
 
 
 @torch.no_grad()

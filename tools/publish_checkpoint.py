@@ -9,11 +9,12 @@ SHA256SUMS, which `load_pretrained` verifies.
 import argparse
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
-from minimind.checkpoint import SHIPPED, write_manifest
+from minimind.checkpoint import SHIPPED, load_pretrained, load_tokenizer, write_manifest
+from minimind.data import load_poems
+from minimind.evaluate import report, validation_loss
+from minimind.tokenizer import chars_per_token
 
 KEEP = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "training.json",
         "train_log.csv", "loss_curve.png"]
@@ -30,17 +31,15 @@ def main():
     target.mkdir(parents=True)
     for name in KEEP:
         shutil.copy(Path(args.run_folder) / name, target / name)
-    report = json.loads(subprocess.run([sys.executable, "-m", "minimind.evaluate", str(target)], check=True,
-                                       capture_output=True, text=True).stdout)
+    result = report(str(target), load_poems())
     if args.val_file:
-        full = json.loads(subprocess.run([sys.executable, "-m", "minimind.evaluate", str(target), "--samples", "1",
-                                          "--val-file", args.val_file], check=True, capture_output=True,
-                                         text=True).stdout)
-        report["validation_loss_full_split"] = full["validation_loss"]
-        report["chars_per_token_full_split"] = full["chars_per_token"]
-    (target / "eval.json").write_text(json.dumps(report, ensure_ascii=False, indent=1))
+        model, tokenizer = load_pretrained(str(target)), load_tokenizer(str(target))
+        poems = load_poems(args.val_file)
+        result["validation_loss_full_split"] = round(validation_loss(model, tokenizer, poems), 4)
+        result["chars_per_token_full_split"] = round(chars_per_token(tokenizer, poems), 4)
+    (target / "eval.json").write_text(json.dumps(result, ensure_ascii=False, indent=1))
     write_manifest(target)
-    print(json.dumps(report, ensure_ascii=False, indent=1))
+    print(json.dumps(result, ensure_ascii=False, indent=1))
 
 
 if __name__ == "__main__":
