@@ -12,8 +12,8 @@ def generate(model, input_ids, attention_mask=None, max_new_tokens=8192, tempera
     """Extend `input_ids` [B, S] by up to `max_new_tokens`; returns [B * num_return_sequences, S + new].
 
     Rows that produced `eos_token_id` keep emitting it until every row is done, as in MiniMind.
+    Other transformers `generate` arguments (pad_token_id, ...) are accepted and ignored.
     """
-    input_ids = kwargs.pop("inputs", None) if input_ids is None else input_ids
     input_ids = input_ids.repeat(num_return_sequences, 1)
     if attention_mask is not None:
         attention_mask = attention_mask.repeat(num_return_sequences, 1)

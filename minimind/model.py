@@ -132,7 +132,7 @@ class MiniMindForCausalLM(PreTrainedModel, GenerationMixin):
     def generate(self, inputs=None, **kwargs):
         """Sample or greedily extend `inputs` [B, S]; see minimind.generate.generate (chapter 10)."""
         from .generate import generate
-        return generate(self, inputs, **kwargs)
+        return generate(self, kwargs.pop("input_ids", inputs), **kwargs)  # transformers callers name it input_ids
 
 
 def shifted_cross_entropy(logits, labels, ignore_index=-100, reduction="mean"):

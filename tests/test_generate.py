@@ -23,6 +23,12 @@ def test_greedy_same_with_and_without_cache(ids, use_moe):
     assert cached.shape == (2, 23) and torch.equal(cached, uncached)
 
 
+def test_input_ids_keyword_as_in_transformers(ids):
+    model = tiny_model()
+    greedy = dict(max_new_tokens=3, do_sample=False, eos_token_id=None)
+    assert torch.equal(model.generate(input_ids=ids, **greedy), model.generate(ids, **greedy))
+
+
 def test_greedy_equals_argmax_of_full_forward(ids):
     model = tiny_model()
     out = model.generate(ids, max_new_tokens=3, do_sample=False, eos_token_id=None)
