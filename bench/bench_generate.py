@@ -12,7 +12,7 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from minimind import MiniMindConfig, MiniMindForCausalLM
-from minimind.device import pick_device
+from minimind.lab.device import pick_device
 
 
 def qwen3_twin(model):

@@ -1,4 +1,4 @@
-"""Grouped-query attention with QK-Norm, RoPE, a causal mask and a KV-cache (chapters 4-5)."""
+"""Grouped-query attention with QK-Norm, RoPE, a causal mask and a KV-cache (chapter 4)."""
 import math
 
 import torch
@@ -52,10 +52,10 @@ class Attention(nn.Module):
         self.resid_dropout = nn.Dropout(config.dropout)
         self.dropout = config.dropout
         self.flash = config.flash_attn  # fused scaled_dot_product_attention; False -> explicit softmax(QK^T)V
-        self.attention_probs = None  # filled by the explicit path when asked (output_attentions)
 
     def forward(self, x, position_embeddings, past_key_value=None, use_cache=False, attention_mask=None,
                 output_attentions=False):
+        """x [B, S, hidden] -> (output [B, S, hidden], present (k, v) or None, probs [B, H, S, S_kv] or None)."""
         bsz, seq_len, _ = x.shape
         xq = self.q_proj(x).view(bsz, seq_len, self.n_local_heads, self.head_dim)  # [B, S, H, D]
         xk = self.k_proj(x).view(bsz, seq_len, self.n_local_kv_heads, self.head_dim)  # [B, S, n_kv, D]
@@ -70,11 +70,11 @@ class Attention(nn.Module):
         xk = repeat_kv(xk, self.n_rep).transpose(1, 2)  # [B, H, S_kv, D]
         xv = repeat_kv(xv, self.n_rep).transpose(1, 2)
         if self.flash and not output_attentions:
-            output = self.fused_attention(xq, xk, xv, attention_mask)
+            output, probs = self.fused_attention(xq, xk, xv, attention_mask), None
         else:
-            output = self.explicit_attention(xq, xk, xv, attention_mask, output_attentions)
+            output, probs = self.explicit_attention(xq, xk, xv, attention_mask)
         output = output.transpose(1, 2).reshape(bsz, seq_len, -1)  # [B, S, H * D]
-        return self.resid_dropout(self.o_proj(output)), present
+        return self.resid_dropout(self.o_proj(output)), present, probs
 
     def fused_attention(self, xq, xk, xv, attention_mask):
         """torch's scaled_dot_product_attention; a mask is built only when is_causal cannot express it."""
@@ -85,10 +85,9 @@ class Attention(nn.Module):
             xq, xk, xv, attn_mask=mask, is_causal=plain_causal and q_len > 1,
             dropout_p=self.dropout if self.training else 0.0)
 
-    def explicit_attention(self, xq, xk, xv, attention_mask, keep_probs):
-        """softmax(Q K^T / sqrt(D)) V written out, so the probabilities can be kept for plotting."""
+    def explicit_attention(self, xq, xk, xv, attention_mask):
+        """softmax(Q K^T / sqrt(D)) V written out; returns (output [B, H, S, D], probs [B, H, S, S_kv])."""
         scores = xq @ xk.transpose(-2, -1) / math.sqrt(self.head_dim)  # [B, H, S, S_kv]
         mask = causal_mask(xq.shape[2], xk.shape[2], attention_mask, xq.device)
         probs = F.softmax(scores.masked_fill(~mask, float("-inf")).float(), dim=-1).type_as(xq)
-        self.attention_probs = probs if keep_probs else None
-        return self.attn_dropout(probs) @ xv  # [B, H, S, D]
+        return self.attn_dropout(probs) @ xv, probs

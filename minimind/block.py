@@ -1,4 +1,4 @@
-"""One transformer layer: Pre-Norm attention and feed-forward, each added to the residual stream (chapter 8)."""
+"""One transformer layer: Pre-Norm attention and feed-forward, each added to the residual stream (chapter 7)."""
 from torch import nn
 
 from .attention import Attention
@@ -20,10 +20,13 @@ class MiniMindBlock(nn.Module):
 
     def forward(self, hidden_states, position_embeddings, past_key_value=None, use_cache=False,
                 attention_mask=None, output_attentions=False):
+        """-> (hidden_states, present (k, v) or None, attention probs or None, router logits or None)."""
         residual = hidden_states
-        hidden_states, present_key_value = self.self_attn(
+        hidden_states, present_key_value, attention_probs = self.self_attn(
             self.input_layernorm(hidden_states), position_embeddings, past_key_value, use_cache, attention_mask,
             output_attentions)
         hidden_states = hidden_states + residual
-        hidden_states = hidden_states + self.mlp(self.post_attention_layernorm(hidden_states))
-        return hidden_states, present_key_value
+        mlp_output = self.mlp(self.post_attention_layernorm(hidden_states))
+        mlp_output, router_logits = mlp_output if isinstance(mlp_output, tuple) else (mlp_output, None)
+        hidden_states = hidden_states + mlp_output
+        return hidden_states, present_key_value, attention_probs, router_logits

@@ -1,20 +1,21 @@
-"""The full model: embedding, a stack of blocks, final norm, tied LM head and shifted loss (chapters 1 and 9)."""
+"""The full model: embedding, a stack of blocks, final norm and the tied LM head (chapters 1, 7 and 8)."""
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
-from transformers import AutoConfig, AutoModelForCausalLM, GenerationMixin, PreTrainedModel
+from transformers import AutoConfig, AutoModelForCausalLM, Cache, GenerationMixin, PreTrainedModel
+from transformers.utils import ModelOutput
 
 from .block import MiniMindBlock
 from .config import MiniMindConfig
-from .moe import MOEFeedForward
+from .loss import shifted_cross_entropy
+from .moe import load_balancing_loss
 from .norm import RMSNorm
 from .rope import precompute_freqs_cis
 
 
 class MiniMindModel(nn.Module):
-    """Token ids [B, S] -> final hidden states [B, S, hidden], the per-layer KV-cache and the MoE aux loss."""
+    """Token ids [B, S] -> final hidden states [B, S, hidden], the per-layer KV-cache, the MoE aux loss."""
 
     def __init__(self, config: MiniMindConfig):
         super().__init__()
@@ -39,26 +40,64 @@ class MiniMindModel(nn.Module):
         self.freqs_cos, self.freqs_sin = cos.to(device), sin.to(device)
 
     def forward(self, input_ids, attention_mask=None, past_key_values=None, use_cache=False,
-                output_attentions=False, **kwargs):
+                output_attentions=False, **kwargs) -> "MiniMindModelOutput":
         batch_size, seq_length = check_input_ids(input_ids, self.vocab_size)
-        if hasattr(past_key_values, "layers"):  # a transformers Cache object: MiniMind keeps its own list of tuples
-            past_key_values = None
-        past_key_values = past_key_values or [None] * self.num_hidden_layers
+        hf_cache = past_key_values if isinstance(past_key_values, Cache) else None
+        past_key_values = cache_as_tuples(past_key_values, self.num_hidden_layers)
         start_pos = past_key_values[0][0].shape[1] if past_key_values[0] is not None else 0
         check_positions(start_pos, seq_length, self.config.max_position_embeddings)
         check_attention_mask(attention_mask, batch_size, start_pos + seq_length)
         hidden_states = self.dropout(self.embed_tokens(input_ids))  # [B, S, hidden]
+        # region positions
         position_embeddings = (self.freqs_cos[start_pos:start_pos + seq_length],  # [S, head_dim] each
                                self.freqs_sin[start_pos:start_pos + seq_length])
-        presents = []
+        # endregion
+        presents, attentions, router_logits = [], [], []
         for layer, past_key_value in zip(self.layers, past_key_values):
-            hidden_states, present = layer(hidden_states, position_embeddings, past_key_value, use_cache,
-                                           attention_mask, output_attentions)
-            presents.append(present)
+            hidden_states, present, probs, layer_router_logits = layer(
+                hidden_states, position_embeddings, past_key_value, use_cache or hf_cache is not None,
+                attention_mask, output_attentions)
+            presents.append(present), attentions.append(probs), router_logits.append(layer_router_logits)
         hidden_states = self.norm(hidden_states)
-        aux_loss = sum((l.mlp.aux_loss for l in self.layers if isinstance(l.mlp, MOEFeedForward)),
-                       hidden_states.new_zeros(()))
-        return hidden_states, presents, aux_loss
+        if hf_cache is not None:  # a transformers cache is updated in place with this step's keys and values
+            presents = update_hf_cache(hf_cache, presents, seq_length)
+        router_logits = tuple(r for r in router_logits if r is not None)
+        return MiniMindModelOutput(hidden_states=hidden_states, past_key_values=presents if use_cache else None,
+                                   aux_loss=self.aux_loss(router_logits, hidden_states),
+                                   attentions=tuple(attentions) if output_attentions else None,
+                                   router_logits=router_logits or None)
+
+    def aux_loss(self, router_logits, like):
+        """The MoE load-balancing loss, summed over layers and scaled by router_aux_loss_coef (training only)."""
+        c = self.config
+        if not (router_logits and self.training and c.router_aux_loss_coef > 0):
+            return like.new_zeros(())
+        return c.router_aux_loss_coef * sum(
+            load_balancing_loss(r, c.num_experts, c.num_experts_per_tok) for r in router_logits)
+
+
+def cache_as_tuples(past_key_values, num_layers):
+    """MiniMind's per-layer list of (k, v) [B, S, n_kv, D], from that list, None or a transformers Cache."""
+    if past_key_values is None:
+        return [None] * num_layers
+    if isinstance(past_key_values, Cache):
+        if past_key_values.get_seq_length() == 0:
+            return [None] * num_layers
+        # transformers keeps [B, n_kv, S, D] per layer; MiniMind keeps [B, S, n_kv, D]
+        return [(layer.keys.transpose(1, 2), layer.values.transpose(1, 2)) for layer in past_key_values.layers]
+    if isinstance(past_key_values, (list, tuple)) and len(past_key_values) == num_layers and all(
+            p is None or (isinstance(p, (list, tuple)) and len(p) == 2) for p in past_key_values):
+        return list(past_key_values)
+    raise TypeError(f"past_key_values must be None, a list of {num_layers} (key, value) pairs or a transformers "
+                    f"Cache, got {type(past_key_values).__name__}"
+                    + (f" of length {len(past_key_values)}" if isinstance(past_key_values, (list, tuple)) else ""))
+
+
+def update_hf_cache(cache, presents, seq_length):
+    """Append each layer's newest seq_length positions to a transformers Cache; returns the cache."""
+    for i, (k, v) in enumerate(presents):
+        cache.update(k[:, -seq_length:].transpose(1, 2), v[:, -seq_length:].transpose(1, 2), i)
+    return cache
 
 
 def check_input_ids(input_ids, vocab_size):
@@ -85,15 +124,41 @@ def check_attention_mask(attention_mask, batch_size, total_len):
                          f"got {list(attention_mask.shape)}")
 
 
+class KeepCacheName(ModelOutput):
+    """A ModelOutput that keeps MiniMind's `past_key_values` (transformers 5 renames that field to `cache`)."""
+
+    def _replace_old_cache_name(self, key: str) -> str:
+        return key
+
+
+def keep_cache_name(cls):
+    """Undo transformers' kwarg rename on the dataclass __init__ (type.__setattr__ skips its metaclass hook)."""
+    type.__setattr__(cls, "__init__", getattr(cls.__init__, "__wrapped__", cls.__init__))
+    return cls
+
+
+@keep_cache_name
 @dataclass
-class MiniMindOutput:
-    """What a forward pass returns. `past_key_values` is a list of per-layer (k, v), each [B, S, n_kv, head_dim]."""
-    logits: torch.Tensor  # [B, S_kept, vocab]
+class MiniMindModelOutput(KeepCacheName):
+    """What MiniMindModel returns; `past_key_values` is a list of per-layer (k, v), each [B, S, n_kv, head_dim]."""
+    hidden_states: torch.Tensor | None = None  # after the final norm, [B, S, hidden]
+    past_key_values: list | None = None
+    aux_loss: torch.Tensor | None = None
+    attentions: tuple | None = None  # per layer [B, H, S, S_kv], with output_attentions=True
+    router_logits: tuple | None = None  # per MoE layer [B * S, num_experts]
+
+
+@keep_cache_name
+@dataclass
+class MiniMindOutput(KeepCacheName):
+    """What MiniMindForCausalLM returns: indexable and dict-like like any transformers output, MiniMind's names."""
     loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None  # [B, S_kept, vocab]
     aux_loss: torch.Tensor | None = None
     past_key_values: list | None = None
-    hidden_states: torch.Tensor | None = None  # after the final norm, [B, S, hidden]
-    attentions: tuple | None = None  # per layer [B, H, S, S_kv], with output_attentions=True
+    hidden_states: torch.Tensor | None = None
+    attentions: tuple | None = None
+    router_logits: tuple | None = None
 
 
 class MiniMindForCausalLM(PreTrainedModel, GenerationMixin):
@@ -119,32 +184,19 @@ class MiniMindForCausalLM(PreTrainedModel, GenerationMixin):
             super()._init_weights(module)
 
     def forward(self, input_ids, attention_mask=None, past_key_values=None, use_cache=False, logits_to_keep=0,
-                labels=None, output_attentions=False, **kwargs):
-        hidden_states, past_key_values, aux_loss = self.model(
-            input_ids, attention_mask, past_key_values, use_cache, output_attentions)
+                labels=None, output_attentions=False, output_router_logits=False, **kwargs) -> MiniMindOutput:
+        out = self.model(input_ids, attention_mask, past_key_values, use_cache, output_attentions)
         slice_indices = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
-        logits = self.lm_head(hidden_states[:, slice_indices, :])  # [B, S_kept, vocab]
+        logits = self.lm_head(out.hidden_states[:, slice_indices, :])  # [B, S_kept, vocab]
         loss = None if labels is None else shifted_cross_entropy(logits, labels)
-        attentions = tuple(l.self_attn.attention_probs for l in self.model.layers) if output_attentions else None
-        return MiniMindOutput(logits=logits, loss=loss, aux_loss=aux_loss, past_key_values=past_key_values,
-                              hidden_states=hidden_states, attentions=attentions)
+        return MiniMindOutput(loss=loss, logits=logits, aux_loss=out.aux_loss, past_key_values=out.past_key_values,
+                              hidden_states=out.hidden_states, attentions=out.attentions,
+                              router_logits=out.router_logits if output_router_logits else None)
 
     def generate(self, inputs=None, **kwargs):
         """Sample or greedily extend `inputs` [B, S]; see minimind.generate.generate (chapter 10)."""
         from .generate import generate
         return generate(self, kwargs.pop("input_ids", inputs), **kwargs)  # transformers callers name it input_ids
-
-
-def shifted_cross_entropy(logits, labels, ignore_index=-100, reduction="mean"):
-    """Position t predicts token t+1: compare logits[:, :-1] with labels[:, 1:], skipping ignore_index.
-
-    reduction="none" keeps one loss per predicted token, [B, S - 1].
-    """
-    if labels.shape != logits.shape[:2]:
-        raise ValueError(f"labels {list(labels.shape)} must match logits' [batch, seq_len] {list(logits.shape[:2])}")
-    x, y = logits[..., :-1, :].contiguous(), labels[..., 1:].contiguous()
-    loss = F.cross_entropy(x.view(-1, x.size(-1)), y.view(-1), ignore_index=ignore_index, reduction=reduction)
-    return loss.view(y.shape) if reduction == "none" else loss
 
 
 AutoConfig.register("minimind", MiniMindConfig, exist_ok=True)

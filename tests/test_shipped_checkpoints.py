@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from minimind.checkpoint import SHIPPED, load_pretrained, load_tokenizer
-from minimind.data import load_poems
-from minimind.evaluate import validation_loss
+from minimind.training.data import load_poems
+from minimind.training.evaluate import validation_loss
 
 NAMES = ["poetry-dense", "poetry-moe"]
 

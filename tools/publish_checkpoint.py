@@ -12,9 +12,9 @@ import shutil
 from pathlib import Path
 
 from minimind.checkpoint import SHIPPED, load_pretrained, load_tokenizer, write_manifest
-from minimind.data import load_poems
-from minimind.evaluate import report, validation_loss
-from minimind.tokenizer import chars_per_token
+from minimind.training.data import load_poems
+from minimind.training.evaluate import report, validation_loss
+from minimind.training.tokenizer import chars_per_token
 
 KEEP = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "training.json",
         "train_log.csv", "loss_curve.png"]

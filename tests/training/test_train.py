@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from minimind.data import SAMPLE
-from minimind.tokenizer import train_tokenizer
-from minimind.train import learning_rate, PRESETS
+from minimind.training.data import SAMPLE
+from minimind.training.tokenizer import train_tokenizer
+from minimind.training.train import learning_rate, PRESETS
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +22,7 @@ def corpus(tmp_path_factory):
 
 
 def run_train(corpus, out, *extra, launcher=(sys.executable, "-m")):
-    cmd = [*launcher, "minimind.train", "--preset", "test", "--data", str(corpus), "--tokenizer",
+    cmd = [*launcher, "minimind.training.train", "--preset", "test", "--data", str(corpus), "--tokenizer",
            str(corpus / "tok"), "--out", str(out), "--no-progress", *extra]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     subprocess.run(cmd, check=True, capture_output=True, env=env, timeout=300)

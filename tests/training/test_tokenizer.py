@@ -1,7 +1,7 @@
 from transformers import AutoTokenizer
 
-from minimind.data import SAMPLE, load_poems
-from minimind.tokenizer import SPECIAL_TOKENS, chars_per_token, train_tokenizer
+from minimind.training.data import SAMPLE, load_poems
+from minimind.training.tokenizer import SPECIAL_TOKENS, chars_per_token, train_tokenizer
 
 
 def test_train_round_trip_and_special_ids(tmp_path):

@@ -1,6 +1,6 @@
 """Measure a trained checkpoint: held-out loss, characters per token, line lengths of samples, expert loads.
 
-    python -m minimind.evaluate poetry-dense [--samples 50] [--json out.json]
+    python -m minimind.training.evaluate poetry-dense [--samples 50] [--json out.json]
 """
 import argparse
 import json
@@ -8,19 +8,13 @@ from collections import Counter
 
 import torch
 
-from .checkpoint import load_pretrained, load_tokenizer
+from ..checkpoint import load_pretrained, load_tokenizer
+from ..loss import mean_loss
 from .data import encode_poems, load_poems, pack, poem_lines
-from .probes import record_routing, router_load
+from ..lab.probes import router_choices, router_load
 from .tokenizer import chars_per_token
 
 PROMPTS = ["床前明月光，", "春风", "明月"]
-
-
-@torch.no_grad()
-def mean_loss(model, rows: torch.Tensor, batch_size=8) -> float:
-    """Mean next-token loss (nats/token) over token rows [N, seq_len], computed in batches."""
-    losses = [model(b, labels=b).loss.item() for b in rows.to(model.device).split(batch_size)]
-    return sum(losses) / len(losses)
 
 
 def validation_loss(model, tokenizer, poems, seq_len=256, batch_size=8) -> float:
@@ -47,11 +41,11 @@ def regular_line_share(texts) -> float:
 def expert_shares(model, tokenizer, poems, seq_len=256):
     """Per MoE layer, the share of tokens each expert receives on `poems`, and the tokens each expert prefers."""
     rows = pack(encode_poems(tokenizer, poems, seq_len), seq_len).to(model.device)
-    with record_routing(model) as routing:
-        model(rows)
+    router_logits = model(rows, output_router_logits=True).router_logits
     tokens = rows.flatten().tolist()
     shares, favourites = {}, {}
-    for layer, choices in routing.choices.items():
+    for layer, logits in enumerate(router_logits):
+        _, choices = router_choices(logits, model.config.num_experts_per_tok)
         shares[layer] = [round(x, 4) for x in router_load(choices, model.config.num_experts).tolist()]
         per_expert = [Counter() for _ in range(model.config.num_experts)]
         for token, expert in zip(tokens, choices[:, 0].tolist()):

@@ -1,6 +1,6 @@
 """A byte-level BPE tokenizer with MiniMind's 6400-token vocabulary and special-token ids (chapter 11).
 
-    python -m minimind.tokenizer train data/poetry/train.txt runs/tokenizer
+    python -m minimind.training.tokenizer train data/poetry/train.txt runs/tokenizer
 """
 import argparse
 import json

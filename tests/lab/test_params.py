@@ -1,7 +1,7 @@
 import torch
 
 from minimind import MiniMindConfig, MiniMindForCausalLM
-from minimind.params import count_parameters, parameter_bytes, parameter_table
+from minimind.lab.params import count_parameters, parameter_bytes, parameter_table
 
 
 def meta_model(**kwargs):

@@ -2,7 +2,7 @@ import json
 
 import torch
 
-from minimind.data import build, is_regulated, pack, poem_lines
+from minimind.training.data import build, is_regulated, pack, poem_lines
 
 POEMS = [
     {"paragraphs": ["牀前明月光，疑是地上霜。", "舉頭望明月，低頭思故鄉。"]},

@@ -26,21 +26,31 @@ def palette_png(png: bytes, colors: int = 32) -> bytes:
     return buffer.getvalue()
 
 
-def frame_player(frames: list[bytes], description="frame", start=0, on_change=None, width=None):
+def frame_player(frames: list[bytes], labels, description="", caption=None, start=0, on_change=None, width=None):
     """A slider jslinked to a Stack of PNG frames: interactive in Jupyter and in the static HTML book.
 
+    `labels` are the real quantities the frames show (positions, temperatures, "layer 2, head 5"); the slider
+    reads them, never a frame number. `caption` is one line under the picture saying what to watch for.
     `on_change(index)` (optional) runs only in a live kernel, e.g. to print a recomputed value.
     """
     import ipywidgets as widgets
+    if len(labels) != len(frames):
+        raise ValueError(f"{len(frames)} frames but {len(labels)} labels: give one label per frame")
     layout = widgets.Layout(width=width) if width else widgets.Layout()
     images = [widgets.Image(value=png, format="png", layout=layout) for png in frames]
     stack = widgets.Stack(images, selected_index=start)
-    slider = widgets.IntSlider(value=start, min=0, max=len(frames) - 1, description=description,
-                               continuous_update=True)
-    link = widgets.jslink((slider, "value"), (stack, "selected_index"))
+    slider = widgets.SelectionSlider(options=[(str(label), i) for i, label in enumerate(labels)], index=start,
+                                     description=description, continuous_update=True,
+                                     style={"description_width": "initial"},
+                                     layout=widgets.Layout(width="95%"))
+    link = widgets.jslink((slider, "index"), (stack, "selected_index"))
     if on_change is not None:
-        slider.observe(lambda change: on_change(change["new"]), names="value")
-    player = widgets.VBox([slider, stack])
+        slider.observe(lambda change: on_change(change["new"]), names="index")
+    children = [slider, stack]
+    if caption:
+        children.append(widgets.HTML(f'<div class="widget-caption" style="font-size:0.9em;color:#444">'
+                                     f"{caption}</div>"))
+    player = widgets.VBox(children)
     player.link = link  # keep a handle: the front end runs it, tests inspect it
     return player
 
@@ -140,18 +150,11 @@ def unit_pairs(angles: torch.Tensor) -> torch.Tensor:
 
 def rope_score(q: torch.Tensor, k: torch.Tensor, cos, sin, query_pos: int, key_pos: int) -> float:
     """q·k after RoPE for one query and one key vector [D] placed at the given positions (tables [S, D])."""
-    from .rope import apply_rotary_pos_emb
+    from ..rope import apply_rotary_pos_emb
     q, k = q.view(1, 1, 1, -1), k.view(1, 1, 1, -1)  # [B=1, S=1, H=1, D]
     q_rot, _ = apply_rotary_pos_emb(q, q, cos[query_pos:query_pos + 1], sin[query_pos:query_pos + 1])
     _, k_rot = apply_rotary_pos_emb(k, k, cos[key_pos:key_pos + 1], sin[key_pos:key_pos + 1])
     return float((q_rot * k_rot).sum())
-
-
-@torch.no_grad()
-def token_losses(model, input_ids) -> torch.Tensor:
-    """Next-token cross-entropy at every position, [B, S - 1]: entry t is the loss of predicting token t + 1."""
-    from .model import shifted_cross_entropy
-    return shifted_cross_entropy(model(input_ids).logits.float(), input_ids, reduction="none")
 
 
 @torch.no_grad()
@@ -163,6 +166,7 @@ def windowed_token_losses(model, input_ids, window: int) -> torch.Tensor:
     batch, seq_len = input_ids.shape
     if seq_len % window:
         raise ValueError(f"sequence length {seq_len} is not a multiple of the window {window}")
+    from ..loss import token_losses
     inner = token_losses(model, input_ids.reshape(-1, window)).view(batch, seq_len // window, window - 1)
     losses = inner.new_full((batch, seq_len // window, window), float("nan"))
     losses[:, :, :-1] = inner

@@ -4,22 +4,32 @@ import math
 import torch
 
 from model_helpers import tiny_model
-from minimind.probes import record_residual_stream, rms
+from minimind.lab.probes import record_residual_stream, rms
 from minimind.rope import precompute_freqs_cis, rope_frequencies
-from minimind.viz import (bucket_means, norm_readings, rope_score, rotation_figure, token_losses, unit_pairs,
+from minimind.loss import token_losses
+from minimind.lab.viz import (bucket_means, norm_readings, rope_score, rotation_figure, unit_pairs,
                           windowed_token_losses)
 
 
 def test_frame_player_links_slider_and_stack():
-    from minimind.viz import frame_player
-    box = frame_player([b"a", b"b", b"c"], description="step")
-    slider, stack = box.children
-    assert slider.max == 2 and len(stack.children) == 3 and stack.selected_index == 0
-    assert box.link.source == (slider, "value") and box.link.target == (stack, "selected_index")
+    from minimind.lab.viz import frame_player
+    box = frame_player([b"a", b"b", b"c"], [100, 200, 400], description="position", caption="watch q·k",
+                       start=1)
+    slider, stack, caption = box.children
+    assert [label for label, _ in slider.options] == ["100", "200", "400"]
+    assert slider.label == "200" and slider.index == 1
+    assert len(stack.children) == 3 and stack.selected_index == 1 and "watch q·k" in caption.value
+    assert box.link.source == (slider, "index") and box.link.target == (stack, "selected_index")
+    try:
+        frame_player([b"a", b"b"], [1], description="x")
+    except ValueError as error:
+        assert "2 frames but 1 labels" in str(error)
+    else:
+        raise AssertionError("a label per frame is required")
 
 
 def test_forward_stages_and_rope_angles():
-    from minimind.viz import forward_stages, rope_pair_angles
+    from minimind.lab.viz import forward_stages, rope_pair_angles
     model = tiny_model()
     stages = forward_stages(model, torch.randint(0, 320, (1, 4)))
     assert [s[0] for s in stages][:2] == ["input_ids", "embed_tokens"] and len(stages) == 2 + 2 + 2
@@ -101,7 +111,7 @@ def test_palette_png_keeps_the_size_and_shrinks_the_file():
     import matplotlib.pyplot as plt
     from PIL import Image
 
-    from minimind.viz import figure_png, palette_png
+    from minimind.lab.viz import figure_png, palette_png
     matplotlib.use("Agg")
     fig = rotation_figure(5, 2, rope_frequencies(8, 1e4), [0, 1, 2, 3], score=1.0)
     png = figure_png(fig)

@@ -1,7 +1,7 @@
 """Train MiniMind on the poetry corpus (chapter 11).
 
-    python -m minimind.train --preset tiny-dense --data data/poetry --tokenizer runs/tokenizer --out runs/poetry-dense
-    torchrun --nproc_per_node 2 -m minimind.train ...        # data parallel (gloo on CPU, nccl on CUDA)
+    python -m minimind.training.train --preset tiny-dense --data data/poetry --tokenizer runs/tokenizer --out runs/poetry-dense
+    torchrun --nproc_per_node 2 -m minimind.training.train ...        # data parallel (gloo on CPU, nccl on CUDA)
 
 AdamW with warmup and cosine decay, gradient clipping, bf16 autocast on a GPU that supports it (fp32 on CPU),
 a checkpoint every `--save-every` steps (`--resume` continues from it), a CSV loss log and a loss-curve PNG.
@@ -21,11 +21,11 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from .config import MiniMindConfig
+from ..config import MiniMindConfig
 from .data import encode_poems, load_poems, pack
-from .device import pick_device, pick_dtype
-from .evaluate import mean_loss
-from .model import MiniMindForCausalLM
+from ..lab.device import pick_device, pick_dtype
+from ..loss import mean_loss
+from ..model import MiniMindForCausalLM
 
 
 @dataclass

@@ -1,7 +1,7 @@
 import torch
 
 from model_helpers import tiny_model
-from minimind.trace import format_trace, trace_shapes
+from minimind.lab.trace import format_trace, trace_shapes
 
 
 def test_trace_of_prefill_and_cached_step():

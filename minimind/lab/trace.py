@@ -20,8 +20,8 @@ def describe(x) -> str:
         parts = [describe(v) for v in x]
         parts = [p for p in parts if p]
         return "(" + ", ".join(parts) + ")" if len(parts) > 1 else (parts[0] if parts else "")
-    if hasattr(x, "logits"):  # the model's output object
-        return describe(x.logits)
+    if hasattr(x, "hidden_states"):  # the model's output objects: logits, else the final hidden states
+        return describe(x.logits if getattr(x, "logits", None) is not None else x.hidden_states)
     return ""
 
 

@@ -1,7 +1,7 @@
 """The training corpus: classical Chinese poems from the npm package `chinese-poetry` (chapter 11).
 
     npm pack chinese-poetry@2.0.1 && tar xzf chinese-poetry-2.0.1.tgz   # needs Node only for this step
-    python -m minimind.data build package/dist data/poetry
+    python -m minimind.training.data build package/dist data/poetry
 
 writes train.txt / val.txt (one poem per line, simplified characters) and meta.json (counts, sha256).
 """
@@ -23,7 +23,7 @@ COLLECTIONS = {  # name -> glob under the package's dist/ folder
 LINE_END = re.compile(r"[，。！？；]")
 EDITORIAL = re.compile(r"（[^）]*）|〖[^〗]*〗|\([^)]*\)")
 DAMAGED = re.compile(r"[□{}\[\]<>a-zA-Z0-9]")
-SAMPLE = Path(__file__).parent / "assets" / "poetry_sample.txt"
+SAMPLE = Path(__file__).parents[1] / "assets" / "poetry_sample.txt"
 
 
 def poem_lines(text: str) -> list[str]:
