@@ -1,7 +1,7 @@
 """Small pure functions that turn next-token logits [B, vocab] into a choice (chapter 10).
 
 Each equals the matching transformers logits processor; `generate` applies them in this order:
-repetition penalty, temperature, top-k, top-p, then sample (or argmax).
+banned tokens, repetition penalty, temperature, top-k, top-p, then sample (or argmax).
 """
 import torch
 
@@ -53,6 +53,13 @@ def top_p_filter(logits, top_p: float):
     remove = probs.cumsum(dim=-1) - probs >= top_p  # the mass before this token already reaches top_p
     remove[..., 0] = False
     return logits.masked_fill(remove.scatter(1, sorted_idx, remove), float("-inf"))
+
+
+def ban_tokens(logits, token_ids):
+    """Set the logits of `token_ids` to -inf so they cannot be picked (EOS before min_new_tokens); [] keeps all."""
+    if not token_ids:
+        return logits
+    return logits.index_fill(-1, torch.tensor(token_ids, device=logits.device), float("-inf"))
 
 
 def sample_next_token(logits, do_sample=True, generator=None):

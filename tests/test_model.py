@@ -4,7 +4,7 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
-from transformers import AutoConfig, AutoModelForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache
 
 from model_helpers import TINY, tiny_config, tiny_model
 from minimind import MiniMindConfig, MiniMindForCausalLM
@@ -94,6 +94,27 @@ def test_cache_counts_toward_max_positions():
     out = model(torch.zeros(1, 250, dtype=torch.long), use_cache=True)
     with pytest.raises(ValueError, match=r"reaches position 257 \(250 cached \+ 7 new\)"):
         model(torch.zeros(1, 7, dtype=torch.long), past_key_values=out.past_key_values)
+
+
+@pytest.mark.parametrize("use_moe", [False, True])
+@torch.no_grad()
+def test_filled_dynamic_cache_equals_the_full_forward(ids, use_moe):
+    model = tiny_model(use_moe=use_moe)
+    full = model(ids).logits
+    cache = DynamicCache()
+    prefill = model(ids[:, :7], past_key_values=cache, use_cache=True)
+    assert prefill.past_key_values is cache and cache.get_seq_length() == 7  # filled in place, as in transformers
+    steps = [model(ids[:, t:t + 1], past_key_values=cache, use_cache=True).logits for t in range(7, 11)]
+    delta = (torch.cat([prefill.logits, *steps], 1) - full).abs().max()
+    assert delta <= 1e-5, f"max |Δlogits| = {delta:.2e}"
+
+
+def test_a_wrong_cache_is_a_clear_error(ids):
+    with pytest.raises(TypeError, match=r"past_key_values must be None, a list of 2 \(key, value\) pairs or a "
+                                        r"transformers Cache, got str"):
+        tiny_model()(ids, past_key_values="cache")
+    with pytest.raises(TypeError, match="got list of length 1"):
+        tiny_model()(ids, past_key_values=[None])
 
 
 def test_wrong_attention_mask_shape(ids):

@@ -24,10 +24,11 @@ def validation_loss(model, tokenizer, poems, seq_len=256, batch_size=8) -> float
 
 def sample_poems(model, tokenizer, prompt, n=50, max_new_tokens=64, temperature=0.8, top_p=0.9, seed=0):
     """n continuations of `prompt` (text after the prompt, up to the end token)."""
-    ids = torch.tensor([[1] + tokenizer.encode(prompt, add_special_tokens=False)], device=model.device)
+    ids = torch.tensor([[tokenizer.bos_token_id] + tokenizer.encode(prompt, add_special_tokens=False)],
+                       device=model.device)
     generator = torch.Generator(device=model.device).manual_seed(seed)
-    out = model.generate(ids, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=0,
-                         num_return_sequences=n, eos_token_id=2, generator=generator)
+    out = model.generate(ids, max_new_tokens=max_new_tokens, do_sample=True, temperature=temperature, top_p=top_p,
+                         top_k=0, num_return_sequences=n, eos_token_id=tokenizer.eos_token_id, generator=generator)
     return [prompt + tokenizer.decode(row[ids.shape[1]:], skip_special_tokens=True) for row in out]
 
 
