@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import torch
+from transformers import GenerationConfig
 
 from .config import MiniMindConfig
 from .model import MiniMindForCausalLM
@@ -20,12 +21,20 @@ def check_state_dict(model, state_dict: dict):
     """Raise CheckpointError naming missing, unexpected and mis-shaped keys (lm_head may be left to the tie)."""
     expected = model.state_dict()
     tied = {"lm_head.weight"} if model.config.tie_word_embeddings else set()
-    missing = sorted(set(expected) - set(state_dict) - tied)
-    unexpected = sorted(set(state_dict) - set(expected))
     misshaped = [f"{k}: checkpoint {list(state_dict[k].shape)} vs model {list(expected[k].shape)}"
                  for k in sorted(set(expected) & set(state_dict)) if state_dict[k].shape != expected[k].shape]
+    raise_on_problems(set(expected) - set(state_dict) - tied, set(state_dict) - set(expected), misshaped)
+
+
+def check_loading_info(info: dict):
+    """The same check on what transformers' from_pretrained reports (output_loading_info=True)."""
+    misshaped = [f"{k}: checkpoint {list(ckpt)} vs model {list(model)}" for k, ckpt, model in info["mismatched_keys"]]
+    raise_on_problems(info["missing_keys"], info["unexpected_keys"], sorted(misshaped))
+
+
+def raise_on_problems(missing, unexpected, misshaped: list):
     problems = [f"{label} ({len(keys)}): {', '.join(keys[:6])}{' ...' if len(keys) > 6 else ''}"
-                for label, keys in [("missing keys", missing), ("unexpected keys", unexpected),
+                for label, keys in [("missing keys", sorted(missing)), ("unexpected keys", sorted(unexpected)),
                                     ("mis-shaped keys", misshaped)] if keys]
     if problems:
         raise CheckpointError("checkpoint does not match the model config: " + "; ".join(problems))
@@ -69,21 +78,24 @@ def verify_manifest(folder: Path):
                                   "restore it from git, or retrain with the command in the README")
 
 
-def checkpoint_folder(name_or_path: str) -> Path:
-    """A shipped checkpoint's folder by name ("poetry-dense"), else `name_or_path` itself."""
-    return SHIPPED / name_or_path if (SHIPPED / name_or_path).is_dir() else Path(name_or_path)
+def checkpoint_folder(name_or_path) -> Path:
+    """A shipped checkpoint's folder by name ("poetry-dense"), else an existing folder; never a hub lookup."""
+    folder = SHIPPED / str(name_or_path) if (SHIPPED / str(name_or_path)).is_dir() else Path(name_or_path)
+    if not folder.is_dir():
+        shipped = sorted(p.name for p in SHIPPED.iterdir()) if SHIPPED.is_dir() else []
+        raise CheckpointError(f"no checkpoint folder {str(name_or_path)!r}; shipped checkpoints: {shipped} "
+                              "(minimind never downloads: fetch a hub model first, e.g. with "
+                              "huggingface_hub.snapshot_download, and pass its folder)")
+    return folder
 
 
 def load_pretrained(name_or_path: str, device=None, dtype=torch.float32) -> MiniMindForCausalLM:
     """A shipped checkpoint by name ("poetry-dense", "poetry-moe") or any HF-style MiniMind folder.
 
-    Verifies SHA256SUMS when present and checks every weight's name and shape.
+    Verifies SHA256SUMS when present, checks every weight's name and shape, reads generation_config.json.
     """
     from safetensors.torch import load_file
     folder = checkpoint_folder(name_or_path)
-    if not folder.is_dir():
-        shipped = sorted(p.name for p in SHIPPED.iterdir()) if SHIPPED.is_dir() else []
-        raise CheckpointError(f"no checkpoint folder {name_or_path!r}; shipped checkpoints: {shipped}")
     verify_manifest(folder)
     for needed in ("config.json", "model.safetensors"):
         if not (folder / needed).exists():
@@ -91,10 +103,15 @@ def load_pretrained(name_or_path: str, device=None, dtype=torch.float32) -> Mini
     config = MiniMindConfig(**json.loads((folder / "config.json").read_text()))
     model = MiniMindForCausalLM(config)
     load_state_dict_strict(model, load_file(folder / "model.safetensors"))
+    if (folder / "generation_config.json").exists():
+        model.generation_config = GenerationConfig.from_pretrained(folder, local_files_only=True)
     return model.to(device=device, dtype=dtype).eval()
 
 
 def load_tokenizer(name_or_path: str):
-    """The tokenizer saved next to a checkpoint."""
+    """The tokenizer saved next to a checkpoint (a local folder only)."""
     from transformers import AutoTokenizer
-    return AutoTokenizer.from_pretrained(str(checkpoint_folder(name_or_path)))
+    folder = checkpoint_folder(name_or_path)
+    if not any((folder / name).exists() for name in ("tokenizer.json", "tokenizer_config.json")):
+        raise CheckpointError(f"{folder} has no tokenizer (tokenizer.json / tokenizer_config.json)")
+    return AutoTokenizer.from_pretrained(str(folder), local_files_only=True)

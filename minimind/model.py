@@ -193,6 +193,18 @@ class MiniMindForCausalLM(PreTrainedModel, GenerationMixin):
                               hidden_states=out.hidden_states, attentions=out.attentions,
                               router_logits=out.router_logits if output_router_logits else None)
 
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, output_loading_info=False, **kwargs):
+        """transformers' loader, made local and strict: a shipped name or a folder, every weight present and
+        shaped as the config says (a tied lm_head may be absent); anything else is a CheckpointError."""
+        from .checkpoint import check_loading_info, checkpoint_folder, verify_manifest
+        folder = checkpoint_folder(pretrained_model_name_or_path)
+        verify_manifest(folder)
+        kwargs.update(output_loading_info=True, ignore_mismatched_sizes=True, local_files_only=True)
+        model, info = super().from_pretrained(folder, *args, **kwargs)
+        check_loading_info(info)
+        return (model, info) if output_loading_info else model
+
     def generate(self, inputs=None, **kwargs):
         """Sample or greedily extend `inputs` [B, S]; see minimind.generate.generate (chapter 10)."""
         from .generate import generate
