@@ -53,8 +53,10 @@ class MiniMindConfig(PretrainedConfig):
         self.num_attention_heads = num_attention_heads
         self.num_key_value_heads = num_key_value_heads
         self.head_dim = head_dim if head_dim is not None else _default_head_dim(hidden_size, num_attention_heads)
+        # region ffn width
         # Widen by pi, then round up to a multiple of 64: 768 -> ceil(2412.7 / 64) * 64 = 2432.
         self.intermediate_size = intermediate_size or math.ceil(hidden_size * math.pi / 64) * 64
+        # endregion
         self.hidden_act = hidden_act
         self.max_position_embeddings = max_position_embeddings
         self.rms_norm_eps = rms_norm_eps
