@@ -1,0 +1,126 @@
+"""Export a MiniMind checkpoint as a stock transformers Qwen3 folder: no custom code needed to load or serve it.
+
+    python -m minimind.export poetry-dense exported/poetry-dense     # or poetry-moe, or any MiniMind folder
+
+MiniMind is Qwen3's architecture (GQA, QK-Norm, RoPE or YaRN, SwiGLU or top-k MoE, tied embeddings), so the
+export is a renaming: the config maps field by field, dense weights keep their names, and only the MoE experts
+change layout (MiniMind keeps one SwiGLU module per expert; transformers stacks each layer's experts into two
+tensors). The folder loads with `AutoModelForCausalLM.from_pretrained(OUT)` as Qwen3ForCausalLM (dense) or
+Qwen3MoeForCausalLM (MoE), tokenizer included, with the same logits.
+"""
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+from .checkpoint import CheckpointError, checkpoint_folder, load_pretrained, load_tokenizer
+from .config import MiniMindConfig
+from .model import MiniMindForCausalLM
+
+
+class ExportError(ValueError):
+    """An export that cannot be written (the output folder is taken)."""
+
+
+def rope_parameters(config: MiniMindConfig) -> dict:
+    """MiniMind's rope_theta and YaRN switch as transformers' `rope_parameters`."""
+    if config.yarn is None:
+        return {"rope_type": "default", "rope_theta": config.rope_theta}
+    keys = ("factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "attention_factor")
+    return {"rope_type": "yarn", "rope_theta": config.rope_theta, **{k: config.yarn[k] for k in keys}}
+
+
+def qwen3_config(config: MiniMindConfig, pad_token_id=None) -> Qwen3Config | Qwen3MoeConfig:
+    """The same model described as a Qwen3Config (dense) or Qwen3MoeConfig (every layer an MoE layer)."""
+    c = config
+    shared = dict(vocab_size=c.vocab_size, hidden_size=c.hidden_size, num_hidden_layers=c.num_hidden_layers,
+                  num_attention_heads=c.num_attention_heads, num_key_value_heads=c.num_key_value_heads,
+                  head_dim=c.head_dim, hidden_act=c.hidden_act, max_position_embeddings=c.max_position_embeddings,
+                  rms_norm_eps=c.rms_norm_eps, tie_word_embeddings=c.tie_word_embeddings,
+                  rope_parameters=rope_parameters(c), attention_dropout=c.dropout, bos_token_id=c.bos_token_id,
+                  eos_token_id=c.eos_token_id, pad_token_id=pad_token_id)
+    if not c.use_moe:
+        return Qwen3Config(intermediate_size=c.intermediate_size, **shared)
+    return Qwen3MoeConfig(intermediate_size=c.intermediate_size, moe_intermediate_size=c.moe_intermediate_size,
+                          num_experts=c.num_experts, num_experts_per_tok=c.num_experts_per_tok,
+                          norm_topk_prob=c.norm_topk_prob, router_aux_loss_coef=c.router_aux_loss_coef,
+                          decoder_sparse_step=1, mlp_only_layers=[], **shared)
+
+
+def qwen3_state_dict(model: MiniMindForCausalLM) -> dict:
+    """MiniMind's weights under transformers' Qwen3 names: the same names, MoE experts stacked per layer."""
+    state = {name: w for name, w in model.state_dict().items() if ".mlp.experts." not in name}
+    for i, layer in enumerate(model.model.layers):
+        if model.config.use_moe:  # [E, 2 * I, hidden] (gate rows, then up rows) and [E, hidden, I]
+            experts = layer.mlp.experts
+            state[f"model.layers.{i}.mlp.experts.gate_up_proj"] = torch.stack(
+                [torch.cat([e.gate_proj.weight, e.up_proj.weight]) for e in experts])
+            state[f"model.layers.{i}.mlp.experts.down_proj"] = torch.stack([e.down_proj.weight for e in experts])
+    return state
+
+
+def to_qwen3(model: MiniMindForCausalLM, pad_token_id=None) -> Qwen3ForCausalLM | Qwen3MoeForCausalLM:
+    """An in-memory transformers twin with MiniMind's weights (every key must fit: strict loading)."""
+    config = qwen3_config(model.config, pad_token_id)
+    cls = Qwen3MoeForCausalLM if model.config.use_moe else Qwen3ForCausalLM
+    twin = cls(config).to(model.device)
+    twin.load_state_dict(qwen3_state_dict(model), strict=True)
+    twin.generation_config.update(**model.generation_config.to_diff_dict())
+    return twin.eval()
+
+
+def export(src, out, dtype=None) -> Path:
+    """Write `src` (a shipped name or a MiniMind folder) to `out` as a Qwen3 folder; returns `out`.
+
+    dtype: the weights' dtype on disk; by default the one the source config records (bfloat16 for the shipped
+    checkpoints), else float32. The tokenizer is saved alongside when the source has one.
+    """
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ExportError(f"{out} exists and is not empty; choose a new folder")
+    model = load_pretrained(src)
+    dtype = dtype or getattr(model.config, "dtype", None) or torch.float32
+    dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    pad = model.generation_config.pad_token_id
+    to_qwen3(model, pad).to(dtype).save_pretrained(out)
+    if has_tokenizer(src):
+        load_tokenizer(src).save_pretrained(out)
+    return out
+
+
+def has_tokenizer(src) -> bool:
+    folder = checkpoint_folder(src)
+    return any((folder / name).exists() for name in ("tokenizer.json", "tokenizer_config.json"))
+
+
+@torch.no_grad()
+def max_logit_difference(src, out, seq_len=64, seed=0) -> float:
+    """max |Δlogits| in fp32 between MiniMind on `src` and stock transformers on the exported `out`."""
+    ours = load_pretrained(src)
+    theirs = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
+    ids = torch.randint(0, ours.config.vocab_size, (2, seq_len), generator=torch.Generator().manual_seed(seed))
+    return (ours(ids).logits - theirs(ids).logits).abs().max().item()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("src", help="a shipped checkpoint name (poetry-dense, poetry-moe) or a MiniMind folder")
+    parser.add_argument("out", help="a new folder for the Qwen3 export")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"],
+                        help="weights on disk (default: the source's dtype)")
+    args = parser.parse_args(argv)
+    try:
+        out = export(args.src, args.out, args.dtype)
+    except (CheckpointError, ExportError) as error:
+        sys.exit(f"error: {error}")
+    delta = max_logit_difference(args.src, out)
+    architecture = json.loads((out / "config.json").read_text())["architectures"][0]
+    print(f"wrote {out}: {architecture}, tokenizer {'included' if has_tokenizer(args.src) else 'absent'}, "
+          f"max |Δlogits| vs MiniMind = {delta:.1e} (fp32, 2 x 64 random tokens)")
+
+
+if __name__ == "__main__":
+    main()
