@@ -69,9 +69,19 @@ def test_cached_decoding_with_padding_mask(ids):
 
 @torch.no_grad()
 def test_padding_rows_match_unpadded(ids):
+    """A left-padded row of a batch gives its real tokens the attention and logits of the row run alone.
+
+    RoPE counts the 3 pads, but it only sees relative positions, which the pads shift equally for every token.
+    """
     model = tiny_model()
-    padded = torch.cat([torch.zeros(1, 3, dtype=torch.long), ids[:1, :8]], 1)
-    mask = torch.tensor([[0, 0, 0] + [1] * 8])
-    # Positions differ (RoPE counts the pads), so compare the relative-position-invariant part: attention masks pads.
-    with_pad = model(padded, attention_mask=mask, output_attentions=True).attentions[0]
-    assert with_pad[0, :, 3:, :3].abs().max() == 0  # no real token attends to a pad
+    short, full = ids[:1, :8], ids[1:]  # 8 and 11 tokens
+    batch = torch.cat([torch.cat([torch.zeros(1, 3, dtype=torch.long), short], 1), full])
+    mask = torch.tensor([[0, 0, 0] + [1] * 8, [1] * 11])
+    padded = model(batch, attention_mask=mask, output_attentions=True)
+    alone_short, alone_full = model(short, output_attentions=True), model(full, output_attentions=True)
+    for layer, probs in enumerate(padded.attentions):
+        assert probs[0, :, 3:, :3].abs().max() == 0  # no real token attends to a pad
+        torch.testing.assert_close(probs[0, :, 3:, 3:], alone_short.attentions[layer][0], atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(probs[1], alone_full.attentions[layer][0], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(padded.logits[0, 3:], alone_short.logits[0], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(padded.logits[1], alone_full.logits[0], atol=1e-4, rtol=1e-4)

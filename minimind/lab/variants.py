@@ -13,7 +13,6 @@ Every builder starts from `MiniMindForCausalLM(config)`, so with the same `torch
 variant shares with MiniMind start identical.
 """
 import copy
-import math
 
 from torch import nn
 from transformers.activations import ACT2FN
