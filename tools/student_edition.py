@@ -1,67 +1,55 @@
-"""Write the student edition of the book: exercises without their solutions, notebooks without outputs.
+"""Write the student edition of the book with nbgrader's own preprocessors.
 
     python tools/student_edition.py OUT_DIR            # every notebook in _toc.yml
     python tools/student_edition.py OUT_DIR --toc path/to/_toc.yml
+    python tools/student_edition.py OUT_DIR book/ch03_rope.ipynb ...
 
 For each notebook (paths kept relative to the toc's folder, e.g. OUT_DIR/book/ch03_rope.ipynb):
-- in code cells, the lines from `### BEGIN SOLUTION` to `### END SOLUTION` become the nbgrader stub
-  `# YOUR CODE HERE` / `raise NotImplementedError()` (indented like the marker);
-- cells tagged `solution` are removed (markdown explanations of the solutions);
-- all outputs, execution counts and saved widget state are cleared.
+- nbgrader metadata is derived from the cell tags (tools/exercises.py);
+- cells tagged `answer` (and markdown cells tagged `solution`: written-out solutions) are dropped;
+- nbgrader's preprocessors then run as `nbgrader generate_assignment` runs them: LockCells, ClearSolutions
+  (each `### BEGIN SOLUTION` ... `### END SOLUTION` region becomes `# YOUR CODE HERE`, so the stub line
+  before it, `cache_bytes = ...  # an int`, or the def and docstring around it, survive and the cell still
+  runs), ClearOutput, ClearHiddenTests, ClearMarkScheme, CheckCellMetadata (unique grade ids);
+- saved widget state is removed.
+Students run it top to bottom: only the `check` cells fail, until each exercise is solved.
 """
 
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
 import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from exercises import ANSWER, apply_metadata, kind, notebook_prefix  # noqa: E402
 from refresh_notebooks import REPO_ROOT, toc_notebooks  # noqa: E402
 
-BEGIN = re.compile(r"^(\s*)### BEGIN SOLUTION\s*$")
-END = re.compile(r"^\s*### END SOLUTION\s*$")
-SOLUTION_TAG = "solution"
+CODE_STUB = "# YOUR CODE HERE"
 
 
-def strip_solution_code(source: str) -> str:
-    """Replace every BEGIN/END SOLUTION block of a code cell by the nbgrader stub."""
-    out: list[str] = []
-    inside = False
-    for line in source.splitlines():
-        begin = BEGIN.match(line)
-        if not inside and begin:
-            indent = begin.group(1)
-            out += [f"{indent}# YOUR CODE HERE", f"{indent}raise NotImplementedError()"]
-            inside = True
-        elif inside and END.match(line):
-            inside = False
-        elif not inside:
-            out.append(line)
-    if inside:
-        raise ValueError("### BEGIN SOLUTION without a matching ### END SOLUTION")
-    return "\n".join(out)
+def nbgrader_preprocessors():
+    """nbgrader's own preprocessors, configured for the book (the order of `nbgrader generate_assignment`)."""
+    from nbgrader.preprocessors import (CheckCellMetadata, ClearHiddenTests, ClearMarkScheme, ClearOutput,
+                                        ClearSolutions, LockCells)
+    return [LockCells(), ClearSolutions(code_stub={"python": CODE_STUB}, enforce_metadata=True), ClearOutput(),
+            ClearHiddenTests(), ClearMarkScheme(), CheckCellMetadata()]
 
 
-def student_notebook(nb):
-    """Return a copy of `nb` as students get it."""
+def student_notebook(nb, prefix: str):
+    """Return a copy of `nb` as students get it (`prefix`: grade-id prefix, e.g. 'ch03')."""
     nb = nbformat.from_dict(nb)  # deep copy
-    kept = []
-    for cell in nb.cells:
-        if SOLUTION_TAG in cell.metadata.get("tags", []):
-            continue
-        if cell.cell_type == "code":
-            cell.source = strip_solution_code(cell.source)
-            cell.outputs = []
-            cell.execution_count = None
-            cell.metadata.pop("execution", None)
-            cell.metadata.pop("ExecuteTime", None)
-        kept.append(cell)
-    nb.cells = kept
+    apply_metadata(nb, prefix)
+    nb.cells = [cell for cell in nb.cells if kind(cell) != ANSWER]
+    resources: dict = {}
+    for preprocessor in nbgrader_preprocessors():
+        nb, resources = preprocessor.preprocess(nb, resources)
     nb.metadata.pop("widgets", None)
+    for cell in nb.cells:
+        for key in ("execution", "ExecuteTime"):
+            cell.metadata.pop(key, None)
     return nb
 
 
@@ -69,9 +57,11 @@ def write_student_edition(notebooks: list[Path], base: Path, out_dir: Path) -> l
     """Write each notebook's student version to out_dir, keeping its path relative to base."""
     written = []
     for path in notebooks:
-        target = out_dir / path.resolve().relative_to(base.resolve())
+        path = path.resolve()
+        target = out_dir / (path.relative_to(base.resolve()) if path.is_relative_to(base.resolve()) else path.name)
         target.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(student_notebook(nbformat.read(path, as_version=4)), target)
+        nb = student_notebook(nbformat.read(path, as_version=4), notebook_prefix(path))
+        nbformat.write(nb, target)
         written.append(target)
     return written
 
@@ -79,13 +69,15 @@ def write_student_edition(notebooks: list[Path], base: Path, out_dir: Path) -> l
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", type=Path)
+    parser.add_argument("notebooks", nargs="*", type=Path, help="default: every notebook in the toc")
     parser.add_argument("--toc", type=Path, default=REPO_ROOT / "_toc.yml")
     args = parser.parse_args(argv)
-    notebooks = toc_notebooks(args.toc)
+    notebooks = [p.resolve() for p in args.notebooks] or toc_notebooks(args.toc)
     if not notebooks:
         print(f"no notebooks found from {args.toc}", file=sys.stderr)
         return 1
-    for target in write_student_edition(notebooks, args.toc.parent, args.out_dir):
+    base = args.toc.resolve().parent
+    for target in write_student_edition(notebooks, base, args.out_dir):
         print(target)
     return 0
 
