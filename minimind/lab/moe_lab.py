@@ -1,0 +1,253 @@
+"""Measurements behind chapter 6's figures: where the router's gradient comes from, who goes to which expert.
+
+Pure functions take token ids and router choices (from `probes.router_choices`) and return numbers or arrays;
+`gate_gradient_norms` runs autograd on a model; `routing_figure` only draws what the others computed.
+"""
+import math
+import re
+from contextlib import contextmanager
+
+import torch
+
+# Paul Tol's "bright" scheme (colour-blind safe): expert e is always drawn in EXPERT_COLOURS[e].
+EXPERT_COLOURS = ["#4477AA", "#EE6677", "#228833", "#CCBB44", "#66CCEE", "#AA3377", "#BBBBBB", "#000000"]
+LIGHT_COLOURS = {"#CCBB44", "#66CCEE", "#BBBBBB"}  # drawn with black text
+
+
+# --- where the router learns from ------------------------------------------------------------------------------
+
+@contextmanager
+def moe_settings(model, **fields):
+    """Temporarily change config fields (norm_topk_prob, num_experts_per_tok, ...) of a loaded MoE model."""
+    old = {name: getattr(model.config, name) for name in fields}
+    try:
+        for name, value in fields.items():
+            setattr(model.config, name, value)  # the MoE layers hold the same config object
+        yield model
+    finally:
+        for name, value in old.items():
+            setattr(model.config, name, value)
+
+
+def gate_gradients(model, input_ids) -> dict[str, list]:
+    """Per MoE layer, the gradient that the LM loss and the aux loss each send to the router weights [E, hidden].
+
+    One forward pass in training mode (the aux loss exists only there), then one autograd.grad per loss term,
+    taken with respect to the routers' weights only; None where the term does not reach a router at all.
+    The model's mode is restored and no .grad is left behind.
+    """
+    was_training = model.training
+    gates = [layer.mlp.gate.weight for layer in model.model.layers if hasattr(layer.mlp, "gate")]
+    model.train()
+    try:
+        out = model(input_ids, labels=input_ids)
+        return {term: list(torch.autograd.grad(loss, gates, retain_graph=True, allow_unused=True)
+                           if loss.requires_grad else [None] * len(gates))
+                for term, loss in (("lm", out.loss), ("aux", out.aux_loss))}
+    finally:
+        model.train(was_training)
+
+
+def gate_gradient_norms(model, input_ids) -> dict[str, list[float]]:
+    """The norms of gate_gradients per loss term and layer (0.0 where no gradient arrives)."""
+    return {term: [0.0 if g is None else g.norm().item() for g in grads]
+            for term, grads in gate_gradients(model, input_ids).items()}
+
+
+@torch.no_grad()
+def router_inputs(model, input_ids):
+    """One forward pass without gradients: (output with router_logits, each MoE layer's input [B * S, hidden]).
+
+    Forward pre-hooks on every MoE layer read what it receives (the post-attention RMSNorm of the residual
+    stream) and are removed afterwards.
+    """
+    captured, handles = {}, []
+    for i, layer in enumerate(model.model.layers):
+        if hasattr(layer.mlp, "gate"):
+            handles.append(layer.mlp.register_forward_pre_hook(
+                lambda module, args, i=i: captured.__setitem__(i, args[0].detach().flatten(0, 1))))
+    try:
+        out = model(input_ids, output_router_logits=True)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return out, [captured[i] for i in sorted(captured)]
+
+
+# --- who goes where -----------------------------------------------------------------------------------------
+
+def token_expert_counts(token_ids: torch.Tensor, choices: torch.Tensor, num_experts: int,
+                        vocab_size: int) -> torch.Tensor:
+    """[vocab, E] counts: how often each token id was sent to each expert (every top-k slot counts once).
+
+    token_ids [N] (or any shape with N elements), choices [N, k] from router_choices.
+    """
+    token_ids = token_ids.reshape(-1, 1).expand(-1, choices.shape[-1]).reshape(-1).cpu()
+    pairs = token_ids * num_experts + choices.reshape(-1).cpu()
+    return torch.bincount(pairs, minlength=vocab_size * num_experts).view(vocab_size, num_experts)
+
+
+def entropy_bits(counts: torch.Tensor) -> torch.Tensor:
+    """Shannon entropy in bits of the distribution(s) in the last dimension of non-negative counts or shares."""
+    p = counts.float() / counts.float().sum(-1, keepdim=True).clamp_min(1e-30)
+    return -(p * torch.log2(p.clamp_min(1e-30))).sum(-1)
+
+
+def conditional_entropy(counts: torch.Tensor) -> float:
+    """H(expert | token) in bits from [vocab, E] counts: the uncertainty left once the token is known.
+
+    Computed on the same tokens it describes, so a token seen once counts as perfectly predictable: a lower bound.
+    """
+    per_token = counts.sum(-1).float()
+    return (per_token / per_token.sum() * entropy_bits(counts)).sum().item()
+
+
+def identity_accuracy(fit_counts: torch.Tensor, test_tokens: torch.Tensor, test_experts: torch.Tensor) -> float:
+    """Accuracy of guessing a token's expert from its id alone, on held-out tokens.
+
+    The guess for a token id is its most frequent expert in `fit_counts` [vocab, E]; ids never seen there get the
+    overall most frequent expert. test_tokens [N], test_experts [N] (top-1 choices).
+    """
+    fallback = fit_counts.sum(0).argmax()
+    guess = torch.where(fit_counts.sum(-1) > 0, fit_counts.argmax(-1), fallback)
+    return (guess[test_tokens.reshape(-1).cpu()] == test_experts.reshape(-1).cpu()).float().mean().item()
+
+
+def dropped_tokens(choices: torch.Tensor, num_experts: int, capacity_factor: float) -> int:
+    """(token, slot) pairs over capacity if each expert took at most ceil(capacity_factor * N * k / E) of them.
+
+    What a capacity-limited MoE (Switch Transformer, GShard) would drop for this batch; MiniMind drops none.
+    """
+    capacity = math.ceil(capacity_factor * choices.numel() / num_experts)
+    load = torch.bincount(choices.reshape(-1).cpu(), minlength=num_experts)
+    return int((load - capacity).clamp_min(0).sum().item())
+
+
+# --- the committed training comparison (bench/results/moe_router.csv) ---------------------------------------
+
+SHARE_COLUMN = re.compile(r"^share_l(\d+)_e(\d+)$")
+
+
+def share_columns(fieldnames) -> dict[tuple[int, int], str]:
+    """{(layer, expert): column name} for the share_l{layer}_e{expert} columns of a results table."""
+    found = {}
+    for name in fieldnames:
+        match = SHARE_COLUMN.match(name)
+        if match:
+            found[int(match.group(1)), int(match.group(2))] = name
+    return dict(sorted(found.items()))
+
+
+def shares_over_steps(rows: list[dict], variant: str):
+    """(steps [T], shares [T, layers, E]) for one variant, from csv.DictReader rows; rows without shares skipped."""
+    columns = share_columns(rows[0].keys()) if rows else {}
+    layers = 1 + max(l for l, _ in columns)
+    experts = 1 + max(e for _, e in columns)
+    steps, shares = [], []
+    for row in rows:
+        if row["variant"] != variant or not all(row.get(c) not in (None, "") for c in columns.values()):
+            continue
+        steps.append(int(row["step"]))
+        grid = torch.zeros(layers, experts)
+        for (l, e), c in columns.items():
+            grid[l, e] = float(row[c])
+        shares.append(grid)
+    return torch.tensor(steps), (torch.stack(shares) if shares else torch.zeros(0, layers, experts))
+
+
+# --- drawing ------------------------------------------------------------------------------------------------
+
+def token_layout(texts: list[str], line_break_after=("。", "？", "！"), special_width=2):
+    """Grid cells for tokens drawn as text: [(row, column, width)], a new row after each line-ending token.
+
+    A token spans as many cells as it has characters; special tokens like <|im_end|> take `special_width`.
+    """
+    cells, row, col = [], 0, 0
+    for text in texts:
+        width = special_width if text.startswith("<|") else max(1, len(text))
+        cells.append((row, col, width))
+        col += width
+        if text in line_break_after or text.endswith(line_break_after):
+            row, col = row + 1, 0
+    return cells
+
+
+def routing_figure(layer: int, shares, texts: list[str], experts: list[int], title_right: str = "", ymax=0.5):
+    """One frame of the routing widget: each expert's share of tokens (left) and a poem coloured by expert (right).
+
+    shares [E] for this layer; texts and experts give the poem's tokens and the expert each one went to.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch, Rectangle
+    num_experts = len(shares)
+    fig, (bars, poem) = plt.subplots(1, 2, figsize=(7.5, 3.0), gridspec_kw={"width_ratios": [1, 2.6]})
+    bars.bar(range(num_experts), [float(s) for s in shares], color=EXPERT_COLOURS[:num_experts])
+    even = bars.axhline(1 / num_experts, color="grey", lw=1, ls="--")
+    bars.legend([even], [f"even (1/{num_experts})"], fontsize=9, loc="upper left", frameon=False)
+    bars.set(ylim=(0, ymax), xticks=range(num_experts), xlabel="expert", ylabel="share of tokens",
+             title=f"layer {layer}: all tokens")
+    cells = token_layout(texts)
+    n_rows = 1 + max(r for r, _, _ in cells)
+    n_cols = max(c + w for _, c, w in cells)
+    for text, expert, (r, c, w) in zip(texts, experts, cells):
+        colour = EXPERT_COLOURS[expert]
+        poem.add_patch(Rectangle((c + 0.05, n_rows - r - 0.95), w - 0.1, 0.9, color=colour))
+        label = {"<|im_start|>": "start", "<|im_end|>": "end"}.get(text, text)
+        ink = "black" if colour in LIGHT_COLOURS else "white"
+        poem.text(c + w / 2, n_rows - r - 0.5, label, ha="center", va="center", color=ink,
+                  fontsize=10 if text.startswith("<|") else 15)
+    poem.set(xlim=(0, n_cols), ylim=(0, n_rows), title=title_right or f"one poem, layer {layer}")
+    poem.set_aspect("equal")
+    poem.axis("off")
+    poem.legend(handles=[Patch(color=EXPERT_COLOURS[e], label=f"expert {e}") for e in range(num_experts)],
+                loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=num_experts, fontsize=9, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def moving_average(values: torch.Tensor, window: int) -> torch.Tensor:
+    """Trailing mean over `window` steps along dim 0 (shorter windows at the start): same shape as `values`."""
+    values = values.float()
+    csum = torch.cat([torch.zeros_like(values[:1]), values.cumsum(0)])
+    ends = torch.arange(1, len(values) + 1)
+    starts = (ends - window).clamp_min(0)
+    shape = (-1,) + (1,) * (values.dim() - 1)
+    return (csum[ends] - csum[starts]) / (ends - starts).view(shape)
+
+
+def share_history_figure(variant: str, steps, shares, val_curves: dict, window=10, label=None):
+    """One frame of the training-comparison widget: validation loss of every variant (this one highlighted) and,
+    per layer, each expert's share of the training batch over steps (a `window`-step moving average).
+
+    shares [T, layers, E] from shares_over_steps; val_curves {variant: (steps, losses)}.
+    """
+    import matplotlib.pyplot as plt
+    layers, num_experts = shares.shape[1], shares.shape[2]
+    fig = plt.figure(figsize=(7.5, 3.4))
+    grid = fig.add_gridspec(2, 1 + (layers + 1) // 2, width_ratios=[1.6] + [1] * ((layers + 1) // 2))
+    loss = fig.add_subplot(grid[:, 0])
+    for name, (s, v) in val_curves.items():
+        loss.plot(s, v, color="black" if name == variant else "#BBBBBB", lw=2 if name == variant else 1,
+                  zorder=3 if name == variant else 2, marker="." if name == variant else None)
+    late = [x for s, v in val_curves.values() for t, x in zip(s, v) if t >= 0.4 * max(s)]  # zoom on the end
+    if late:
+        loss.set_ylim(min(late) - 0.05, max(late) + 0.05)
+    loss.set(xlabel="step", ylabel="validation loss (nats/token)", title=label or variant)
+    smooth = moving_average(shares, window)
+    for layer in range(layers):
+        ax = fig.add_subplot(grid[layer % 2, 1 + layer // 2])
+        for e in range(num_experts):
+            ax.plot(steps, smooth[:, layer, e], color=EXPERT_COLOURS[e], lw=1.2, label=f"expert {e}")
+        ax.axhline(1 / num_experts, color="grey", lw=0.8, ls="--")
+        ax.set_ylim(0, 1)
+        ax.set_title(f"layer {layer}", fontsize=9)
+        ax.tick_params(labelsize=8)
+        if layer % 2 == 1:
+            ax.set_xlabel("step", fontsize=9)
+        if layer // 2 == 0:
+            ax.set_ylabel("share of tokens", fontsize=9)
+    handles, names = ax.get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncol=num_experts, fontsize=9, frameon=False,
+               bbox_to_anchor=(0.62, -0.04))
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    return fig

@@ -1,0 +1,155 @@
+"""minimind/lab/moe_lab.py: router gradients, routing statistics, the bench-table reader and the routing frame."""
+import math
+
+import pytest
+import torch
+
+from minimind.lab import moe_lab
+from minimind.lab.probes import router_choices
+from model_helpers import random_ids, tiny_model
+
+
+# --- where the router learns from ---------------------------------------------------------------------------
+
+def test_moe_settings_switches_every_layer_and_restores():
+    model = tiny_model(use_moe=True)
+    with moe_lab.moe_settings(model, num_experts_per_tok=2, norm_topk_prob=False):
+        assert all(layer.mlp.config.num_experts_per_tok == 2 for layer in model.model.layers)
+        assert not model.model.layers[1].mlp.config.norm_topk_prob
+    assert model.config.num_experts_per_tok == 1 and model.config.norm_topk_prob
+
+
+def test_lm_loss_reaches_the_router_only_without_top1_renormalisation():
+    model = tiny_model(use_moe=True)
+    ids = random_ids(2, 16)
+    default = moe_lab.gate_gradient_norms(model, ids)
+    with moe_lab.moe_settings(model, norm_topk_prob=False):
+        plain = moe_lab.gate_gradient_norms(model, ids)
+    with moe_lab.moe_settings(model, num_experts_per_tok=2):
+        top2 = moe_lab.gate_gradient_norms(model, ids)
+    for norms in (default, plain, top2):
+        assert len(norms["lm"]) == len(norms["aux"]) == 2 and all(a > 0 for a in norms["aux"])
+    # top-1 with renormalisation: the weight is p / p = 1, so the LM gradient is float rounding, not signal
+    assert max(default["lm"]) < 1e-6 * min(plain["lm"])
+    assert min(plain["lm"]) > 1e-3 and min(top2["lm"]) > 1e-3
+    # the model is back in eval mode and no .grad was left behind
+    assert not model.training and all(p.grad is None for p in model.parameters())
+
+
+def test_no_aux_gradient_when_the_coefficient_is_zero():
+    model = tiny_model(use_moe=True, router_aux_loss_coef=0.0)
+    norms = moe_lab.gate_gradient_norms(model, random_ids(1, 8))
+    assert norms["aux"] == [0.0, 0.0]
+
+
+def test_router_inputs_are_what_the_router_reads():
+    model = tiny_model(use_moe=True)
+    ids = random_ids(2, 9)
+    out, inputs = moe_lab.router_inputs(model, ids)
+    assert len(inputs) == 2 and inputs[0].shape == (18, 64)
+    for layer, x, logits in zip(model.model.layers, inputs, out.router_logits):
+        assert torch.allclose(layer.mlp.gate(x), logits, atol=1e-6)
+    assert all(not m._forward_pre_hooks for m in model.modules())
+
+
+# --- who goes where -----------------------------------------------------------------------------------------
+
+def test_token_expert_counts_counts_every_slot():
+    tokens = torch.tensor([5, 5, 7])
+    choices = torch.tensor([[0, 1], [0, 2], [3, 0]])  # top-2
+    counts = moe_lab.token_expert_counts(tokens, choices, num_experts=4, vocab_size=10)
+    assert counts.shape == (10, 4) and counts.sum() == 6
+    assert counts[5].tolist() == [2, 1, 1, 0] and counts[7].tolist() == [1, 0, 0, 1]
+
+
+def test_entropies():
+    assert moe_lab.entropy_bits(torch.tensor([1.0, 1, 1, 1])).item() == pytest.approx(2.0)
+    assert moe_lab.entropy_bits(torch.tensor([0.0, 5, 0, 0])).item() == pytest.approx(0.0, abs=1e-6)
+    # token 0 always to expert 0 (0 bits); token 1 half and half (1 bit), each half of the tokens -> 0.5 bits
+    counts = torch.tensor([[4, 0], [2, 2]])
+    assert moe_lab.conditional_entropy(counts) == pytest.approx(0.5)
+
+
+def test_identity_accuracy_uses_the_majority_and_a_fallback():
+    fit = torch.zeros(6, 3, dtype=torch.long)
+    fit[1] = torch.tensor([0, 5, 1])  # token 1 -> expert 1
+    fit[2] = torch.tensor([7, 0, 0])  # token 2 -> expert 0, and expert 0 is the most frequent overall
+    test_tokens = torch.tensor([1, 2, 4, 1])  # token 4 never seen: guessed as expert 0
+    assert moe_lab.identity_accuracy(fit, test_tokens, torch.tensor([1, 0, 0, 2])) == pytest.approx(0.75)
+
+
+def test_dropped_tokens():
+    even = torch.arange(40).remainder(4).view(-1, 1)
+    assert moe_lab.dropped_tokens(even, 4, 1.0) == 0
+    collapsed = torch.zeros(40, 1, dtype=torch.long)
+    assert moe_lab.dropped_tokens(collapsed, 4, 1.0) == 30  # capacity 10, 40 arrive
+    assert moe_lab.dropped_tokens(collapsed, 4, 1.25) == 27  # capacity ceil(12.5) = 13
+    top2 = torch.tensor([[0, 1]] * 10)  # 20 pairs, capacity 5 per expert, 10 each to experts 0 and 1
+    assert moe_lab.dropped_tokens(top2, 4, 1.0) == 10
+
+
+def test_routing_statistics_on_a_model():
+    model = tiny_model(use_moe=True)
+    ids = random_ids(4, 32)
+    out, _ = moe_lab.router_inputs(model, ids)
+    _, choices = router_choices(out.router_logits[0], 1)
+    counts = moe_lab.token_expert_counts(ids, choices, 4, 320)
+    assert counts.sum() == ids.numel()
+    h, h_cond = moe_lab.entropy_bits(counts.sum(0)).item(), moe_lab.conditional_entropy(counts)
+    assert 0 <= h_cond <= h <= 2 + 1e-6
+    assert moe_lab.identity_accuracy(counts, ids.flatten(), choices[:, 0]) >= 1 - h_cond  # in-sample: high
+
+
+# --- the bench table ----------------------------------------------------------------------------------------
+
+def test_shares_over_steps_reads_the_long_table():
+    header = ["variant", "step", "train_loss", "share_l0_e0", "share_l0_e1", "share_l1_e0", "share_l1_e1"]
+    assert moe_lab.share_columns(header) == {(0, 0): "share_l0_e0", (0, 1): "share_l0_e1", (1, 0): "share_l1_e0",
+                                             (1, 1): "share_l1_e1"}
+    rows = [dict(zip(header, values)) for values in [
+        ("a", "1", "5.0", "0.5", "0.5", "0.9", "0.1"),
+        ("b", "1", "5.0", "1.0", "0.0", "1.0", "0.0"),
+        ("a", "2", "4.0", "0.6", "0.4", "0.8", "0.2"),
+        ("a", "3", "4.0", "", "", "", ""),  # a row without shares is skipped
+    ]]
+    steps, shares = moe_lab.shares_over_steps(rows, "a")
+    assert steps.tolist() == [1, 2] and shares.shape == (2, 2, 2)
+    assert shares[1, 1].tolist() == pytest.approx([0.8, 0.2])
+
+
+# --- drawing ------------------------------------------------------------------------------------------------
+
+def test_token_layout_breaks_lines_and_widens_words():
+    texts = ["<|im_start|>", "终南", "秀", "，", "积雪", "。", "林", "。", "<|im_end|>"]
+    cells = moe_lab.token_layout(texts)
+    assert cells[0] == (0, 0, 2) and cells[1] == (0, 2, 2) and cells[2] == (0, 4, 1)
+    assert cells[5] == (0, 8, 1) and cells[6] == (1, 0, 1) and cells[8] == (2, 0, 2)
+
+
+@pytest.mark.filterwarnings("ignore:Glyph")
+def test_routing_figure_draws_one_box_per_token():
+    import matplotlib
+    matplotlib.use("Agg")
+    texts, experts = ["<|im_start|>", "明月", "光", "。", "<|im_end|>"], [3, 0, 1, 2, 2]
+    fig = moe_lab.routing_figure(2, torch.tensor([0.1, 0.2, 0.3, 0.4]), texts, experts)
+    bars, poem = fig.axes
+    assert len(poem.patches) == len(texts) and len(bars.patches) == 4
+    assert bars.get_title().startswith("layer 2")
+    assert [t.get_text() for t in poem.get_legend().get_texts()] == [f"expert {e}" for e in range(4)]
+    assert math.isclose(bars.get_ylim()[1], 0.5)
+
+
+def test_moving_average():
+    x = torch.tensor([1.0, 3, 5, 7])
+    assert moe_lab.moving_average(x, 2).tolist() == [1.0, 2.0, 4.0, 6.0]
+    grid = torch.arange(12.0).view(4, 3)  # [T, ...]: averaged along steps only
+    assert torch.allclose(moe_lab.moving_average(grid, 4)[-1], grid.mean(0))
+
+
+def test_share_history_figure_has_a_panel_per_layer():
+    import matplotlib
+    matplotlib.use("Agg")
+    steps = torch.arange(1, 21)
+    shares = torch.full((20, 4, 4), 0.25)
+    fig = moe_lab.share_history_figure("a", steps, shares, {"a": ([10, 20], [6.0, 5.5]), "b": ([10, 20], [6.1, 5.6])})
+    assert len(fig.axes) == 5 and fig.axes[1].get_title() == "layer 0" and fig.axes[1].get_ylim() == (0, 1)
