@@ -5,13 +5,26 @@
     python tools/refresh_notebooks.py --toc /tmp/demo_book/_toc.yml
 
 Runs each notebook with nbclient (kernel python3 from this environment, cwd = the notebook's
-folder, 600 s per cell), stores the widget state the HTML book needs, and removes diff noise:
-per-cell timing metadata, and random widget model ids (renumbered in order of creation).
+folder, 600 s per cell), stores the widget state the HTML book needs, sets the nbgrader metadata of the
+exercise cells from their tags (tools/exercises.py), and removes diff noise, so that refreshing an unchanged
+notebook on the same machine changes nothing but its `nbval-ignore-output` cells:
+- per-cell timing metadata;
+- random widget model ids (renumbered in order of creation);
+- stdout/stderr split into several outputs: ipykernel sends what a cell prints in pieces, on a 0.2 s timer,
+  so a print that straddles a slow statement lands in one or two outputs from run to run; consecutive
+  stream outputs of the same name are merged (as Jupyter displays them);
+- matplotlib: the kernel reads tools/matplotlibrc (fixed dpi, a fixed SVG hash salt instead of random
+  ids), SOURCE_DATE_EPOCH=0 (no dates in SVG/PDF), and the PNG `Software` text chunk, which names the
+  matplotlib version, is removed from image outputs.
+Not removable here: figures of floating-point results (loss curves, activations) can differ by a few
+anti-aliased pixels between machines, because torch picks different CPU kernels (AVX2 vs AVX-512, GPU) whose
+last bits differ; the printed, rounded numbers agree. Refresh the notebooks on one machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import sys
@@ -22,6 +35,9 @@ import nbformat
 import yaml
 from nbclient import NotebookClient
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from exercises import apply_metadata, notebook_prefix  # noqa: E402
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WIDGET_STATE_MIME = "application/vnd.jupyter.widget-state+json"
 
@@ -31,7 +47,10 @@ KERNEL_ENV = {
     "TRANSFORMERS_VERBOSITY": "error",
     "HF_HUB_OFFLINE": "1",
     "PYTHONHASHSEED": "0",
+    "MATPLOTLIBRC": str(Path(__file__).resolve().parent / "matplotlibrc"),
+    "SOURCE_DATE_EPOCH": "0",
 }
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def toc_notebooks(toc_path: Path) -> list[Path]:
@@ -72,6 +91,58 @@ def _renumber_widget_ids(nb) -> None:
     nb.update(renumbered)
 
 
+def merge_streams(nb) -> None:
+    """Merge consecutive stream outputs of the same name (stdout, stderr) into one, in every code cell."""
+    for cell in nb.cells:
+        merged = []
+        for output in cell.get("outputs", []):
+            if (output.get("output_type") == "stream" and merged and merged[-1].get("output_type") == "stream"
+                    and merged[-1].get("name") == output.get("name")):
+                merged[-1]["text"] = "".join(merged[-1]["text"]) + "".join(output["text"])
+            else:
+                merged.append(output)
+        if "outputs" in cell:
+            cell.outputs = merged
+
+
+def strip_png_software(png: bytes) -> bytes:
+    """The same PNG without the tEXt/iTXt/zTXt `Software` chunk (pixels untouched)."""
+    if not png.startswith(PNG_SIGNATURE):
+        return png
+    out, pos = [PNG_SIGNATURE], len(PNG_SIGNATURE)
+    while pos + 8 <= len(png):
+        length = int.from_bytes(png[pos:pos + 4], "big")
+        chunk_type = png[pos + 4:pos + 8]
+        end = pos + 12 + length
+        data = png[pos + 8:pos + 8 + length]
+        if not (chunk_type in (b"tEXt", b"iTXt", b"zTXt") and data.split(b"\0", 1)[0] == b"Software"):
+            out.append(png[pos:end])
+        pos = end
+    return b"".join(out)
+
+
+def _strip_b64(text: str) -> str:
+    png = base64.b64decode(text)
+    stripped = strip_png_software(png)
+    if stripped == png:
+        return text
+    return base64.b64encode(stripped).decode("ascii") + ("\n" if text.endswith("\n") else "")
+
+
+def strip_png_metadata(nb) -> None:
+    """Remove the matplotlib-version text chunk from every PNG output and every PNG in the widget state."""
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if isinstance(data.get("image/png"), str):
+                data["image/png"] = _strip_b64(data["image/png"])
+    state = nb.metadata.get("widgets", {}).get(WIDGET_STATE_MIME, {}).get("state", {})
+    for model in state.values():
+        for buffer in model.get("buffers", []):
+            if buffer.get("encoding") == "base64" and isinstance(buffer.get("data"), str):
+                buffer["data"] = _strip_b64(buffer["data"])
+
+
 def clean_metadata(nb) -> None:
     """Strip per-cell timing; drop widget metadata when the run displayed no widgets."""
     for cell in nb.cells:
@@ -86,6 +157,7 @@ def refresh(path: Path, timeout: int = 600) -> float:
     """Execute one notebook in place; return its runtime in seconds."""
     nb = nbformat.read(path, as_version=4)
     nb.metadata.pop("widgets", None)  # stale state from an earlier run must not survive
+    apply_metadata(nb, notebook_prefix(path))
     client = NotebookClient(
         nb,
         timeout=timeout,
@@ -98,6 +170,8 @@ def refresh(path: Path, timeout: int = 600) -> float:
     client.execute()
     elapsed = time.perf_counter() - start
     clean_metadata(nb)
+    merge_streams(nb)
+    strip_png_metadata(nb)
     _renumber_widget_ids(nb)
     nbformat.write(nb, path)
     return elapsed
