@@ -7,6 +7,19 @@ repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
+# pip install "$@", showing what it collects, downloads and installs (prefixed by elapsed seconds) instead of
+# minutes of silence; lines about packages already installed are left out. Returns pip's exit status.
+pip_with_progress() {
+  local start=$SECONDS line
+  python -m pip install --progress-bar off "$@" 2>&1 | while IFS= read -r line; do
+    case "$line" in
+      "Requirement already satisfied"*) ;;
+      *) printf '   [%4ds] %s\n' "$((SECONDS - start))" "$line" ;;
+    esac
+  done
+  return "${PIPESTATUS[0]}"
+}
+
 use_venv() {
   if [ -n "${VIRTUAL_ENV:-}" ]; then
     echo "== using the active environment $VIRTUAL_ENV"
@@ -21,8 +34,9 @@ use_venv() {
   # shellcheck disable=SC1091
   . "$venv/bin/activate"
   if [ ! -f "$stamp" ] || [ "$repo_root/requirements.txt" -nt "$stamp" ]; then
-    echo "== pip install -r requirements.txt"
-    (cd "$repo_root" && python -m pip install -q -r requirements.txt)
+    echo "== pip install -r requirements.txt (the first time: ~150 packages, torch among them, a few minutes;"
+    echo "   each line below is timed from the start of this step)"
+    (cd "$repo_root" && pip_with_progress -r requirements.txt)
     touch "$stamp"
   fi
   echo "== environment ready in $(elapsed "$t0") s ($VIRTUAL_ENV)"

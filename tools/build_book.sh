@@ -8,6 +8,7 @@ cd "$repo_root"
 
 use_venv
 t0="$(now)"
+echo "== jupyter-book build . $* (from the committed notebook outputs; no execution)"
 jupyter-book build . "$@"
 echo "== book built in $(elapsed "$t0") s"
 echo "$repo_root/_build/html/index.html"
