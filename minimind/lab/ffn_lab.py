@@ -1,0 +1,219 @@
+"""What chapter 5 (SwiGLU) measures: activation curves, FFN widths and FLOPs, and the trained gate's behaviour.
+
+Pure functions return tensors or numbers; the chapter only draws them. `record_ffn` reads the two branches of
+every feed-forward network with forward pre-hooks, which it removes when its `with` block ends.
+"""
+import math
+from collections import Counter
+from contextlib import contextmanager
+
+import torch
+import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
+from transformers.activations import ACT2FN
+
+from ..feed_forward import FeedForward
+from .variants import GELUFeedForward, gelu_width
+
+BREAKS = set("，。？！；：、\n")  # characters that end a line (or a clause) of a poem
+
+
+# --- activations ---------------------------------------------------------------------------------------------
+
+def activation_curves(x: torch.Tensor, names=("relu", "gelu", "silu")) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """{name: (f(x), f'(x))} for activations from transformers' ACT2FN, the registry FeedForward uses.
+
+    The derivative comes from autograd on the same function, not from a formula.
+    """
+    curves = {}
+    for name in names:
+        xs = x.detach().clone().requires_grad_(True)
+        y = ACT2FN[name](xs)
+        (dy,) = torch.autograd.grad(y.sum(), xs)
+        curves[name] = (y.detach(), dy.detach())
+    return curves
+
+
+# --- widths, parameters and FLOPs ----------------------------------------------------------------------------
+
+def llama_width(hidden_size: int, multiple_of: int = 64) -> int:
+    """The 8/3 rule (LLaMA, and older MiniMind code): int(8·d/3), rounded up to a multiple of `multiple_of`."""
+    width = int(hidden_size * 8 / 3)
+    return multiple_of * math.ceil(width / multiple_of)
+
+
+def ffn_kinds(config) -> dict[str, torch.nn.Module]:
+    """Four feed-forward networks for one config, built from the package's own modules (random weights).
+
+    MiniMind's SwiGLU (its config's width), SwiGLU at the 8/3 rule, the classic 4x GELU MLP, and a GELU MLP of
+    MiniMind's parameter count (`variants.gelu_width`).
+    """
+    d, width = config.hidden_size, config.intermediate_size
+    return {
+        f"SwiGLU, MiniMind ({width})": FeedForward(config, width),
+        f"SwiGLU, 8/3 rule ({llama_width(d)})": FeedForward(config, llama_width(d)),
+        f"GELU MLP, 4x ({4 * d})": GELUFeedForward(config, 4 * d),
+        f"GELU MLP, equal parameters ({gelu_width(width)})": GELUFeedForward(config, gelu_width(width)),
+    }
+
+
+def matmul_flops_per_token(module: torch.nn.Module, hidden_size: int, tokens: int = 4) -> float:
+    """Floating-point operations of a position-wise module per token, counted by torch's FlopCounterMode.
+
+    FlopCounterMode counts matrix products only (2 per multiply-add); the element-wise activation and product
+    (a handful per hidden unit) are left out.
+    """
+    x = torch.zeros(1, tokens, hidden_size, device=next(module.parameters()).device)
+    counter = FlopCounterMode(display=False)
+    with counter, torch.no_grad():
+        module(x)
+    return counter.get_total_flops() / tokens
+
+
+def flops_per_token_by_part(model, seq_len: int) -> dict[str, float]:
+    """Forward FLOPs per token of a dense MiniMind at one sequence length, split into the model's parts.
+
+    Counted by FlopCounterMode on a copy of the architecture on the meta device (shapes only, no arithmetic),
+    over the blocks and the LM head. Attention scores (QKᵀ and the weighted sum of V) are counted for the full
+    S x S square, as the math kernel computes them; a causal flash kernel skips about half.
+    """
+    config = model.config
+    with torch.device("meta"):
+        meta = type(model)(config)
+    hidden = torch.zeros(1, seq_len, config.hidden_size, device="meta")
+    positions = (meta.model.freqs_cos[:seq_len], meta.model.freqs_sin[:seq_len])
+    counter = FlopCounterMode(display=False)
+    with counter, torch.no_grad():
+        for layer in meta.model.layers:
+            hidden = layer(hidden, positions)[0]
+        meta.lm_head(meta.model.norm(hidden))
+    counts = {name: sum(ops.values()) for name, ops in counter.get_flop_counts().items()}
+    projections = sum(counts.get(f"MiniMindBlock.self_attn.{p}_proj", 0) for p in "qkvo")
+    parts = {
+        "feed-forward": counts.get("MiniMindBlock.mlp", 0),
+        "attention projections": projections,
+        "attention scores": counts.get("MiniMindBlock.self_attn", 0) - projections,
+        "LM head": counts.get("Linear", 0),
+    }
+    return {name: flops / seq_len for name, flops in parts.items()}
+
+
+# --- inside the trained feed-forward networks ----------------------------------------------------------------
+
+@contextmanager
+def record_ffn(model):
+    """Per layer, the two branches of each FeedForward: {"gate": gate_proj(x), "up": up_proj(x)}, [B, S, I] each.
+
+    with record_ffn(model) as ffn: model(ids) -> ffn[layer]["gate"] is the gate *before* the activation.
+    Forward hooks on the two projections keep their outputs (nothing is recomputed).
+    """
+    recorded, handles = {}, []
+    for i, layer in enumerate(model.model.layers):
+        recorded[i] = {}
+        for branch in ("gate", "up"):
+            def keep(linear, args, output, i=i, branch=branch):
+                recorded[i][branch] = output.detach()
+            handles.append(getattr(layer.mlp, f"{branch}_proj").register_forward_hook(keep))
+    try:
+        yield recorded
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@contextmanager
+def ffn_removed(model, layers):
+    """Inside the `with` block, the feed-forward networks of the listed layers add nothing to the residual stream.
+
+    A forward hook replaces each listed FFN's output by zeros; the weights are untouched and the hooks are removed
+    when the block ends.
+    """
+    handles = [model.model.layers[i].mlp.register_forward_hook(lambda mlp, args, out: torch.zeros_like(out))
+               for i in layers]
+    try:
+        yield model
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def near_zero_share(values: torch.Tensor, relative: float = 0.1) -> float:
+    """Share of entries whose magnitude is below `relative` x the root-mean-square of all entries.
+
+    Scale-free, so a trained layer and an untrained one (whose activations are ten times smaller) compare fairly.
+    """
+    values = values.float()
+    threshold = relative * values.pow(2).mean().sqrt()
+    return (values.abs() < threshold).float().mean().item()
+
+
+def top_activations(acts: torch.Tensor, unit: int, k: int = 8):
+    """The k largest values of one hidden unit over all tokens, and their positions: acts is [N, I]."""
+    values, positions = acts[:, unit].topk(k)
+    return values, positions
+
+
+def top_token_purity(acts: torch.Tensor, token_ids: torch.Tensor, k: int = 20) -> torch.Tensor:
+    """Per hidden unit, the share of its k top-activating tokens that are its most common token: [I] in (0, 1].
+
+    1.0 means the unit's k strongest activations all fall on one token id (a "token detector").
+    """
+    top_ids = token_ids[acts.topk(k, dim=0).indices]  # [k, I]
+    return torch.tensor([Counter(column.tolist()).most_common(1)[0][1] / k for column in top_ids.T])
+
+
+def token_pieces(tokenizer, ids) -> list:
+    """Each token as its raw UTF-8 bytes (byte-level BPE may split one character over two tokens), or as its
+    text for special tokens such as <|im_start|>."""
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+    to_byte = {ch: b for b, ch in bytes_to_unicode().items()}
+    special = set(tokenizer.all_special_ids)
+    pieces = []
+    for token_id, token in zip(ids, tokenizer.convert_ids_to_tokens(list(ids))):
+        pieces.append(token if token_id in special else bytes(to_byte[ch] for ch in token))
+    return pieces
+
+
+def line_positions(pieces: list) -> tuple[list[int], list[int]]:
+    """For each token (from `token_pieces`): its character position in its line, and that line's length.
+
+    Position counts the characters of the line up to and including the token (1 for the first character), by
+    UTF-8 lead bytes, so a character split over two tokens counts once, at the token holding its first byte. A
+    line ends at punctuation (，。？！；：、) or a newline, which gets position 0 and the length of the line it
+    closes; special tokens (<|im_start|>, <|im_end|>) get (0, 0) and also end a line.
+    """
+    positions, lengths, line, count = [], [], [], 0  # `line`: indices of the tokens of the open line
+
+    def close(length):
+        for i in line:
+            lengths[i] = length
+        line.clear()
+
+    for piece in pieces:
+        if isinstance(piece, str):  # a special token
+            close(count)
+            positions.append(0), lengths.append(0)
+            count = 0
+        elif piece.decode("utf-8", errors="ignore") in BREAKS:
+            close(count)
+            positions.append(0), lengths.append(count)
+            count = 0
+        else:
+            count += sum(1 for byte in piece if byte & 0xC0 != 0x80)
+            line.append(len(positions))
+            positions.append(count), lengths.append(0)
+    close(count)
+    return positions, lengths
+
+
+def mean_by_line_position(values: torch.Tensor, positions, lengths, line_length: int) -> torch.Tensor:
+    """Mean of `values` [N] over the tokens at character position 1..line_length of lines of that length: [L].
+
+    NaN where no token sits at a position (a two-character token covers two positions but is counted at its last).
+    """
+    positions, lengths = torch.as_tensor(positions), torch.as_tensor(lengths)
+    means = []
+    for p in range(1, line_length + 1):
+        chosen = (positions == p) & (lengths == line_length)
+        means.append(values[chosen].float().mean() if chosen.any() else torch.tensor(float("nan")))
+    return torch.stack(means)

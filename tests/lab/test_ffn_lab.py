@@ -1,0 +1,103 @@
+"""minimind/lab/ffn_lab.py: the numbers behind chapter 5's figures (activations, widths, FLOPs, the gate)."""
+import math
+
+import torch
+import torch.nn.functional as F
+
+from model_helpers import tiny_config, tiny_model
+from minimind import MiniMindConfig, load_tokenizer
+from minimind.feed_forward import FeedForward
+from minimind.lab.ffn_lab import (activation_curves, ffn_kinds, flops_per_token_by_part, line_positions,
+                                  llama_width, matmul_flops_per_token, mean_by_line_position, near_zero_share,
+                                  record_ffn, token_pieces, top_activations, top_token_purity)
+
+
+def test_activation_curves_match_closed_forms():
+    x = torch.linspace(-4, 4, 81)
+    curves = activation_curves(x)
+    relu, drelu = curves["relu"]
+    assert torch.equal(relu, x.clamp(min=0)) and torch.equal(drelu, (x > 0).float())
+    silu, dsilu = curves["silu"]
+    sig = torch.sigmoid(x)
+    assert torch.allclose(silu, x * sig) and torch.allclose(dsilu, sig * (1 + x * (1 - sig)), atol=1e-6)
+    gelu, dgelu = curves["gelu"]  # exact GELU: x * Phi(x), derivative Phi(x) + x * phi(x)
+    phi = torch.exp(-x ** 2 / 2) / math.sqrt(2 * math.pi)
+    cdf = 0.5 * (1 + torch.erf(x / math.sqrt(2)))
+    assert torch.allclose(gelu, x * cdf, atol=1e-6) and torch.allclose(dgelu, cdf + x * phi, atol=1e-5)
+    fine = torch.linspace(-3, 0, 30001)
+    low = activation_curves(fine, names=("silu",))["silu"][0]
+    assert abs(low.min().item() + 0.2785) < 1e-4 and abs(fine[low.argmin()].item() + 1.2785) < 1e-3
+
+
+def test_widths_parameters_and_flops_of_the_four_kinds():
+    assert llama_width(768) == 2048 and llama_width(4096, multiple_of=256) == 11008  # LLaMA-7B's 11008
+    assert MiniMindConfig().intermediate_size == 2432 == 64 * math.ceil(768 * math.pi / 64)
+    kinds = ffn_kinds(MiniMindConfig())
+    params = {name: sum(p.numel() for p in m.parameters()) for name, m in kinds.items()}
+    assert list(params.values()) == [3 * 768 * 2432, 3 * 768 * 2048, 2 * 768 * 3072, 2 * 768 * 3648]
+    assert params["SwiGLU, 8/3 rule (2048)"] == params["GELU MLP, 4x (3072)"]  # what the 8/3 rule is for
+    for name, module in kinds.items():
+        assert matmul_flops_per_token(module, 768) == 2 * params[name]
+
+
+def test_flops_by_part_count_every_matrix_product():
+    config = tiny_config()  # hidden 64, 2 layers, 4 q / 2 kv heads of 16, vocab 320
+    model = tiny_model()
+    S, L, d, i, V = 32, 2, 64, config.intermediate_size, 320
+    parts = flops_per_token_by_part(model, S)
+    assert parts["feed-forward"] == 2 * L * 3 * d * i
+    assert parts["attention projections"] == 2 * L * (d * 64 + d * 32 * 2 + 64 * d)
+    assert parts["attention scores"] == L * 2 * (2 * S * 16 * 4)  # QK^T and PV over the full S x S
+    assert parts["LM head"] == 2 * d * V
+
+
+def test_record_ffn_reads_both_branches_and_cleans_up():
+    model = tiny_model()
+    ids = torch.randint(0, 320, (2, 7))
+    outputs = {}
+    handle = model.model.layers[1].mlp.register_forward_hook(lambda m, a, out: outputs.update(out=out, x=a[0]))
+    with record_ffn(model) as ffn, torch.no_grad():
+        model(ids)
+    handle.remove()
+    mlp = model.model.layers[1].mlp
+    gate, up = ffn[1]["gate"], ffn[1]["up"]
+    assert gate.shape == up.shape == (2, 7, mlp.gate_proj.out_features)
+    assert torch.allclose(gate, mlp.gate_proj(outputs["x"]))
+    assert torch.allclose(mlp.down_proj(F.silu(gate) * up), outputs["out"], atol=1e-6)
+    assert all(not layer.mlp.gate_proj._forward_hooks and not layer.mlp.up_proj._forward_hooks
+               for layer in model.model.layers)
+
+
+def test_near_zero_share_and_top_activations():
+    values = torch.tensor([0.0, 0.05, -0.05, 1.0, -1.0, 2.0])  # rms = sqrt(6.005 / 6) ~ 1.0004
+    assert near_zero_share(values, 0.1) == 0.5
+    assert near_zero_share(values * 100, 0.1) == 0.5  # scale-free
+    assert near_zero_share(F.silu(torch.tensor([-1.28, -20.0, 3.0, 3.0])), 0.1) == 0.25  # silu(-1.28) is not 0
+    acts = torch.tensor([[0.0, 5.0], [3.0, 1.0], [1.0, 4.0]])
+    values, positions = top_activations(acts, 1, k=2)
+    assert values.tolist() == [5.0, 4.0] and positions.tolist() == [0, 2]
+    ids = torch.tensor([7, 8, 7])
+    assert top_token_purity(acts, ids, k=2).tolist() == [0.5, 1.0]
+
+
+def test_line_positions_count_characters_not_tokens():
+    tokenizer = load_tokenizer("poetry-dense")
+    text = "阊阖雄里闬，城阙。"  # 闬 is split over two byte-level tokens
+    ids = [1] + tokenizer.encode(text, add_special_tokens=False) + [2]
+    pieces = token_pieces(tokenizer, ids)
+    assert pieces[0] == "<|im_start|>" and pieces[-1] == "<|im_end|>"
+    assert b"".join(p for p in pieces if isinstance(p, bytes)).decode() == text
+    positions, lengths = line_positions(pieces)
+    texts = [tokenizer.decode([i]) for i in ids]
+    assert texts[1:4] == ["阊阖", "雄", "里"] and positions[1:4] == [2, 3, 4]
+    assert positions[4:7] == [5, 5, 0] and lengths[4:7] == [5, 5, 5]  # 闬's 2nd piece adds no character
+    assert positions[7:] == [2, 0, 0] and lengths[7:] == [2, 2, 0]
+    assert positions[0] == lengths[0] == 0
+
+
+def test_mean_by_line_position():
+    values = torch.tensor([1.0, 2.0, 3.0, 9.0, 5.0])
+    positions, lengths = [1, 2, 1, 0, 2], [2, 2, 2, 2, 3]
+    means = mean_by_line_position(values, positions, lengths, 2)
+    assert means.tolist() == [2.0, 2.0]
+    assert torch.isnan(mean_by_line_position(values, positions, lengths, 3)[0])
