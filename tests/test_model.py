@@ -58,6 +58,7 @@ torch.save(model(ids).logits, sys.argv[3])
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("use_moe", [False, True])
 @torch.no_grad()
 def test_save_and_load_in_a_fresh_process(tmp_path, ids, use_moe):

@@ -11,6 +11,7 @@ from minimind.training.evaluate import validation_loss
 NAMES = ["poetry-dense", "poetry-moe"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_loads_and_matches_recorded_validation_loss(name):
     model, tokenizer = load_pretrained(name), load_tokenizer(name)

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 from pathlib import Path
 
 import torch
@@ -56,7 +57,17 @@ def is_validation(text: str, val_percent: int) -> bool:
 
 
 def build(dist: str, out: str, collections=("tang",), regulated_only=True, val_percent=2):
-    import opencc
+    unknown = [name for name in collections if name not in COLLECTIONS]
+    if unknown:
+        raise ValueError(f"unknown collection {unknown[0]!r}; choose from {sorted(COLLECTIONS)}")
+    missing = [name for name in collections if not glob.glob(str(Path(dist) / COLLECTIONS[name]))]
+    if missing:
+        raise FileNotFoundError(f"no {COLLECTIONS[missing[0]]} under {dist} (pass the package's dist/ folder, "
+                                "e.g. data/package/dist after npm pack chinese-poetry@2.0.1 and tar xzf)")
+    try:
+        import opencc
+    except ImportError:
+        raise ImportError("building the corpus needs OpenCC: pip install opencc") from None
     to_simplified = opencc.OpenCC("t2s").convert
     seen, splits = set(), {"train": [], "val": []}
     raw = 0
@@ -98,16 +109,20 @@ def pack(sequences, seq_len: int) -> torch.Tensor:
     return flat[: n * seq_len].view(n, seq_len)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m minimind.training.data", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="build train/val text files from the npm package's dist/ folder")
     b.add_argument("dist"), b.add_argument("out")
     b.add_argument("--collections", default="tang", help=f"comma-separated, from {sorted(COLLECTIONS)}")
     b.add_argument("--all-forms", action="store_true", help="keep poems that are not regulated verse")
     b.add_argument("--val-percent", type=int, default=2)
-    args = parser.parse_args()
-    meta = build(args.dist, args.out, tuple(args.collections.split(",")), not args.all_forms, args.val_percent)
+    args = parser.parse_args(argv)
+    try:
+        meta = build(args.dist, args.out, tuple(args.collections.split(",")), not args.all_forms, args.val_percent)
+    except (ValueError, FileNotFoundError, ImportError) as error:
+        sys.exit(f"{parser.prog}: error: {error}")
     print(json.dumps(meta, ensure_ascii=False, indent=2))
 
 

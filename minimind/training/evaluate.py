@@ -4,11 +4,12 @@
 """
 import argparse
 import json
+import sys
 from collections import Counter
 
 import torch
 
-from ..checkpoint import load_pretrained, load_tokenizer
+from ..checkpoint import CheckpointError, load_pretrained, load_tokenizer
 from ..loss import mean_loss
 from .data import encode_poems, load_poems, pack, poem_lines
 from ..lab.probes import router_choices, router_load
@@ -70,15 +71,20 @@ def report(checkpoint: str, poems, samples=50) -> dict:
     return result
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("checkpoint")
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m minimind.training.evaluate", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("checkpoint", help="a shipped checkpoint name (poetry-dense, poetry-moe) or a folder")
     parser.add_argument("--samples", type=int, default=50)
     parser.add_argument("--val-file", help="held-out poems (default: the committed 300-poem sample)")
     parser.add_argument("--json", help="write the results here")
-    args = parser.parse_args()
-    poems = load_poems(args.val_file) if args.val_file else load_poems()
-    text = json.dumps(report(args.checkpoint, poems, args.samples), ensure_ascii=False, indent=1)
+    args = parser.parse_args(argv)
+    try:
+        poems = load_poems(args.val_file) if args.val_file else load_poems()
+        result = report(args.checkpoint, poems, args.samples)
+    except (CheckpointError, FileNotFoundError, IsADirectoryError) as error:
+        sys.exit(f"{parser.prog}: error: {error}")
+    text = json.dumps(result, ensure_ascii=False, indent=1)
     print(text)
     if args.json:
         open(args.json, "w").write(text)

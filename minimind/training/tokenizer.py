@@ -4,6 +4,7 @@
 """
 import argparse
 import json
+import sys
 from pathlib import Path
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>",  # ids 0, 1, 2 as in MiniMind
@@ -40,14 +41,18 @@ def chars_per_token(tokenizer, texts) -> float:
     return n_chars / n_tokens
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m minimind.training.tokenizer", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("train")
     t.add_argument("text_file"), t.add_argument("out_dir")
     t.add_argument("--vocab-size", type=int, default=6400)
     t.add_argument("--val-file", help="report characters per token on this file")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    for path in (args.text_file, args.val_file):
+        if path and not Path(path).is_file():
+            sys.exit(f"{parser.prog}: error: no file {path}")
     train_tokenizer(args.text_file, args.out_dir, args.vocab_size)
     if args.val_file:
         from transformers import AutoTokenizer

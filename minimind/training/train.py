@@ -3,8 +3,14 @@
     python -m minimind.training.train --preset tiny-dense --data data/poetry --tokenizer runs/tokenizer --out runs/poetry-dense
     torchrun --nproc_per_node 2 -m minimind.training.train ...        # data parallel (gloo on CPU, nccl on CUDA)
 
-AdamW with warmup and cosine decay, gradient clipping, bf16 autocast on a GPU that supports it (fp32 on CPU),
-a checkpoint every `--save-every` steps (`--resume` continues from it), a CSV loss log and a loss-curve PNG.
+AdamW with warmup and cosine decay (weight decay on matrices only, not on norm gains or biases), gradient
+clipping, bf16 autocast on a GPU that supports it (fp32 on CPU), a checkpoint every `--save-every` steps
+(`--resume` continues from it), a CSV loss log and a loss-curve PNG. `--tokenizer` takes a folder or the name
+of a shipped checkpoint (`poetry-dense`).
+
+The parts, in the order a step uses them: `setup` (process group, data, model, optimizer, resume),
+`train_step` (forward, backward, clip, AdamW), `held_out_loss` (evaluation), `save_checkpoint` /
+`load_checkpoint`, `log_step`; `train` is the loop that calls them.
 """
 import argparse
 import csv
@@ -13,6 +19,7 @@ import math
 import os
 import random
 import shutil
+import sys
 import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, replace
@@ -21,11 +28,12 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from ..checkpoint import CheckpointError, load_tokenizer
 from ..config import MiniMindConfig
-from .data import encode_poems, load_poems, pack
 from ..lab.device import pick_device, pick_dtype
 from ..loss import mean_loss
 from ..model import MiniMindForCausalLM
+from .data import encode_poems, load_poems, pack
 
 
 @dataclass
@@ -57,6 +65,10 @@ PRESETS = {
 }
 
 
+class UsageError(Exception):
+    """A mistake in the command line or its files: reported in one line, exit status 2."""
+
+
 def learning_rate(step: int, p: Preset) -> float:
     """Linear warmup to p.lr, then cosine decay to p.lr * p.min_lr_ratio at p.steps."""
     if step < p.warmup:
@@ -80,12 +92,154 @@ def batches(rows: torch.Tensor, batch_size: int, seed: int, rank=0, world=1):
         epoch += 1
 
 
-def evaluate(model, rows: torch.Tensor, batch_size: int) -> float:
-    """Mean next-token loss (nats/token) over `rows`, in eval mode (no dropout)."""
+def param_groups(model, weight_decay: float) -> list[dict]:
+    """AdamW parameter groups: weight decay on matrices (2-D and up), none on 1-D gains and biases."""
+    params = [p for p in model.parameters() if p.requires_grad]  # a tied weight is listed once
+    return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+
+
+@dataclass
+class Run:
+    """Everything `setup` prepares for the loop."""
+    preset: Preset
+    model: MiniMindForCausalLM
+    ddp_model: torch.nn.Module  # the model itself, or its DistributedDataParallel wrapper
+    optimizer: torch.optim.Optimizer
+    tokenizer: object
+    train_rows: torch.Tensor  # [N, seq_len] token ids
+    val_rows: torch.Tensor
+    device: torch.device
+    rank: int
+    world: int
+    out: Path
+    start_step: int = 0
+
+    @property
+    def log_path(self):
+        return self.out / "train_log.csv"
+
+    @property
+    def checkpoint_path(self):
+        return self.out / "checkpoint.pt"
+
+
+def preset_for(args) -> Preset:
+    """The named preset with the command line's --steps and --save-every applied."""
+    overrides = {"steps": args.steps, "save_every": args.save_every}
+    return replace(PRESETS[args.preset], **{k: v for k, v in overrides.items() if v is not None})
+
+
+def packed_rows(tokenizer, data_dir, split: str, seq_len: int) -> torch.Tensor:
+    """DATA/split.txt as token rows [N, seq_len], each poem wrapped in <|im_start|> ... <|im_end|>."""
+    return pack(encode_poems(tokenizer, load_poems(Path(data_dir, f"{split}.txt")), seq_len), seq_len)
+
+
+def setup(args) -> Run:
+    """Join the process group, seed, read and pack the data, build the model and its optimizer, resume."""
+    preset = preset_for(args)
+    world, rank = int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("RANK", 0))
+    device = pick_device(args.device)
+    if world > 1:
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        if device.type == "cuda":
+            device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+    seed_everything(args.seed)
+    tokenizer = load_tokenizer(args.tokenizer)
+    train_rows, val_rows = (packed_rows(tokenizer, args.data, split, preset.seq_len) for split in ("train", "val"))
+    model = MiniMindForCausalLM(MiniMindConfig(vocab_size=len(tokenizer), **preset.model)).to(device)
+    optimizer = torch.optim.AdamW(param_groups(model, preset.weight_decay), lr=preset.lr, betas=(0.9, 0.95))
+    ddp_model = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
+    run = Run(preset, model, ddp_model, optimizer, tokenizer, train_rows, val_rows, device, rank, world,
+              Path(args.out))
+    run.out.mkdir(parents=True, exist_ok=True)
+    if args.resume and run.checkpoint_path.exists():
+        run.start_step = load_checkpoint(run)
+    elif rank == 0:
+        run.log_path.write_text("step,lr,train_loss,aux_loss,val_loss,tokens_per_s\n")
+    return run
+
+
+def train_step(run: Run, batch: torch.Tensor, lr: float):
+    """One optimizer step on `batch` [B, S]: next-token loss + MoE aux loss, backward, clip, AdamW. -> output."""
+    for group in run.optimizer.param_groups:
+        group["lr"] = lr
+    use_bf16 = pick_dtype(run.device) == torch.bfloat16
+    with torch.autocast(run.device.type, dtype=torch.bfloat16) if use_bf16 else nullcontext():
+        output = run.ddp_model(batch, labels=batch)
+        loss = output.loss + output.aux_loss
+    run.optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(run.model.parameters(), run.preset.grad_clip)
+    run.optimizer.step()
+    return output
+
+
+def held_out_loss(model, rows: torch.Tensor, batch_size: int) -> float:
+    """Mean next-token loss (nats/token) over `rows`, in eval mode (no dropout, no aux loss)."""
     model.eval()
     loss = mean_loss(model, rows, batch_size)
     model.train()
     return loss
+
+
+def save_checkpoint(run: Run, step: int):
+    """Weights, optimizer moments, step and RNG state: all `--resume` needs to continue the same run."""
+    torch.save({"model": run.model.state_dict(), "optimizer": run.optimizer.state_dict(), "step": step,
+                "rng": torch.get_rng_state()}, run.checkpoint_path)
+    plot_loss_curve(run.log_path, run.out / "loss_curve.png")
+
+
+def load_checkpoint(run: Run) -> int:
+    """Restore what `save_checkpoint` wrote; returns the step to continue from."""
+    state = torch.load(run.checkpoint_path, map_location=run.device, weights_only=False)
+    run.model.load_state_dict(state["model"])
+    try:
+        run.optimizer.load_state_dict(state["optimizer"])
+    except ValueError as error:  # e.g. written before norm gains got their own no-decay group
+        raise UsageError(f"{run.checkpoint_path} does not fit this optimizer ({error}); "
+                         "start again without --resume or in a new --out folder") from None
+    torch.set_rng_state(state["rng"])
+    return state["step"]
+
+
+def log_step(run: Run, step: int, lr: float, output, val_loss: str, tokens_per_s: float):
+    with open(run.log_path, "a") as f:
+        f.write(f"{step},{lr:.6g},{output.loss.item():.4f},{output.aux_loss.item():.6f},{val_loss},"
+                f"{tokens_per_s:.0f}\n")
+
+
+def train(args) -> MiniMindForCausalLM:
+    """The loop: setup, then per step the learning rate, a batch, train_step, evaluation, log and checkpoint."""
+    from tqdm import tqdm
+    run = setup(args)
+    p = run.preset
+    stream = batches(run.train_rows, p.batch_size, args.seed, run.rank, run.world)
+    for _ in range(run.start_step):  # replay the data order so a resumed run sees the same batches
+        next(stream)
+    last_step = min(p.steps, args.stop_at or p.steps)
+    bar = tqdm(range(run.start_step, last_step), disable=run.rank != 0 or args.no_progress, desc=args.preset)
+    run.model.train()
+    tick = time.time()
+    for step in bar:
+        lr = learning_rate(step, p)
+        batch = next(stream).to(run.device)
+        output = train_step(run, batch, lr)
+        done, tokens_per_s, tick = step + 1, batch.numel() * run.world / (time.time() - tick), time.time()
+        is_eval_step = done % p.eval_every == 0 or done == p.steps
+        val_loss = f"{held_out_loss(run.model, run.val_rows, p.batch_size):.4f}" if is_eval_step else ""
+        if run.rank == 0:
+            log_step(run, done, lr, output, val_loss, tokens_per_s)
+            bar.set_postfix(loss=f"{output.loss.item():.3f}", val=val_loss or "-")
+            if done % p.save_every == 0 or done == last_step:
+                save_checkpoint(run, done)
+    if run.rank == 0 and last_step == p.steps:
+        export(run.model, run.tokenizer, run.out / "final", {
+            "preset": args.preset, **asdict(p), "seed": args.seed, "world_size": run.world,
+            "data_meta": read_meta(args.data)})
+    if run.world > 1:
+        dist.destroy_process_group()
+    return run.model
 
 
 def plot_loss_curve(log_csv: Path, png: Path):
@@ -103,100 +257,6 @@ def plot_loss_curve(log_csv: Path, png: Path):
     fig.tight_layout(), fig.savefig(png, dpi=100), plt.close(fig)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--preset", choices=sorted(PRESETS), required=True)
-    parser.add_argument("--data", required=True, help="folder with train.txt and val.txt")
-    parser.add_argument("--tokenizer", required=True, help="folder with tokenizer.json")
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--steps", type=int, help="override the preset's number of steps")
-    parser.add_argument("--seed", type=int, default=1337)
-    parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt if present")
-    parser.add_argument("--stop-at", type=int, help="stop after this step, keeping the full schedule (resume later)")
-    parser.add_argument("--device", help="cuda / mps / cpu (default: best available)")
-    parser.add_argument("--no-progress", action="store_true")
-    args = parser.parse_args(argv)
-    return train(args)
-
-
-def train(args):
-    from transformers import AutoTokenizer
-    from tqdm import tqdm
-
-    preset = PRESETS[args.preset] if args.steps is None else replace(PRESETS[args.preset], steps=args.steps)
-    world, rank = int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("RANK", 0))
-    device = pick_device(args.device)
-    if world > 1:
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-        if device.type == "cuda":
-            device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
-    seed_everything(args.seed)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-
-    tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
-    config = MiniMindConfig(vocab_size=len(tokenizer), **preset.model)
-    train_rows = pack(encode_poems(tokenizer, load_poems(Path(args.data, "train.txt")), preset.seq_len),
-                      preset.seq_len)
-    val_rows = pack(encode_poems(tokenizer, load_poems(Path(args.data, "val.txt")), preset.seq_len),
-                    preset.seq_len)
-    model = MiniMindForCausalLM(config).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=preset.lr, betas=(0.9, 0.95),
-                                  weight_decay=preset.weight_decay)
-    start_step, log_path, ckpt_path = 0, out / "train_log.csv", out / "checkpoint.pt"
-    if args.resume and ckpt_path.exists():
-        state = torch.load(ckpt_path, map_location=device, weights_only=False)
-        model.load_state_dict(state["model"]), optimizer.load_state_dict(state["optimizer"])
-        start_step = state["step"]
-        torch.set_rng_state(state["rng"])
-    elif rank == 0:
-        log_path.write_text("step,lr,train_loss,aux_loss,val_loss,tokens_per_s\n")
-    ddp_model = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
-    amp = pick_dtype(device) == torch.bfloat16
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16) if amp else nullcontext()
-
-    stream = batches(train_rows, preset.batch_size, args.seed, rank, world)
-    for _ in range(start_step):  # replay the data order so a resumed run sees the same batches
-        next(stream)
-    last_step = min(preset.steps, args.stop_at or preset.steps)
-    bar = tqdm(range(start_step, last_step), disable=rank != 0 or args.no_progress, desc=args.preset)
-    model.train()
-    tick = time.time()
-    for step in bar:
-        lr = learning_rate(step, preset)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        batch = next(stream).to(device)
-        with autocast:
-            output = ddp_model(batch, labels=batch)
-            loss = output.loss + output.aux_loss
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), preset.grad_clip)
-        optimizer.step()
-        done = step + 1
-        tokens_per_s = batch.numel() * world / (time.time() - tick)
-        tick = time.time()
-        val_loss = ""
-        if done % preset.eval_every == 0 or done == preset.steps:
-            val_loss = f"{evaluate(model, val_rows, preset.batch_size):.4f}"
-        if rank == 0:
-            with open(log_path, "a") as f:
-                f.write(f"{done},{lr:.6g},{output.loss.item():.4f},{output.aux_loss.item():.6f},{val_loss},"
-                        f"{tokens_per_s:.0f}\n")
-            bar.set_postfix(loss=f"{output.loss.item():.3f}", val=val_loss or "-")
-            if done % preset.save_every == 0 or done == last_step:
-                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": done,
-                            "rng": torch.get_rng_state()}, ckpt_path)
-                plot_loss_curve(log_path, out / "loss_curve.png")
-    if rank == 0 and last_step == preset.steps:
-        export(model, tokenizer, out / "final", {"preset": args.preset, **asdict(preset), "seed": args.seed,
-                                                 "world_size": world, "data_meta": read_meta(args.data)})
-    if world > 1:
-        dist.destroy_process_group()
-    return model
-
-
 def read_meta(data_dir):
     path = Path(data_dir, "meta.json")
     return json.loads(path.read_text()) if path.exists() else None
@@ -212,6 +272,42 @@ def export(model, tokenizer, folder: Path, training: dict):
     for name in ("train_log.csv", "loss_curve.png"):
         if (folder.parent / name).exists():
             shutil.copy(folder.parent / name, folder / name)
+
+
+def check_args(args):
+    """Catch the usual mistakes before any work starts."""
+    for name in ("train.txt", "val.txt"):
+        if not Path(args.data, name).is_file():
+            raise UsageError(f"--data {args.data}: no {name} there (build it with python -m minimind.training.data)")
+    for option in ("steps", "stop_at", "save_every"):
+        if getattr(args, option) is not None and getattr(args, option) <= 0:
+            raise UsageError(f"--{option.replace('_', '-')} must be a positive number of steps")
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="python -m minimind.training.train", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", choices=sorted(PRESETS), required=True)
+    parser.add_argument("--data", required=True, help="folder with train.txt and val.txt")
+    parser.add_argument("--tokenizer", required=True, help="folder with tokenizer.json, or a shipped checkpoint name")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--steps", type=int, help="override the preset's number of steps")
+    parser.add_argument("--save-every", type=int, help="checkpoint every N steps (default: the preset's)")
+    parser.add_argument("--seed", type=int, default=1337)
+    parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt if present")
+    parser.add_argument("--stop-at", type=int, help="stop after this step, keeping the full schedule (resume later)")
+    parser.add_argument("--device", help="cuda / mps / cpu (default: best available)")
+    parser.add_argument("--no-progress", action="store_true")
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    try:
+        check_args(args)
+        return train(args)
+    except (UsageError, CheckpointError) as error:
+        sys.exit(f"python -m minimind.training.train: error: {error}")
 
 
 if __name__ == "__main__":

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from minimind.training import data, evaluate, tokenizer, train
 from minimind.training.data import SAMPLE
 from minimind.training.tokenizer import train_tokenizer
-from minimind.training.train import learning_rate, PRESETS
+from minimind.training.train import PRESETS, build_parser, learning_rate, param_groups, preset_for
+from model_helpers import tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +37,52 @@ def test_learning_rate_schedule():
     assert learning_rate(p.steps, p) == pytest.approx(p.lr * p.min_lr_ratio)
 
 
+def test_no_weight_decay_on_norm_gains():
+    model = tiny_model(use_moe=True)
+    decay, no_decay = param_groups(model, 0.1)
+    assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
+    names = {id(p): n for n, p in model.named_parameters()}
+    assert all(p.dim() == 1 for p in no_decay["params"]) and all(p.dim() == 2 for p in decay["params"])
+    assert {names[id(p)].rsplit(".", 2)[-2] for p in no_decay["params"]} == {
+        "input_layernorm", "post_attention_layernorm", "q_norm", "k_norm", "norm"}
+    assert sum(map(len, (decay["params"], no_decay["params"]))) == len(list(model.parameters()))  # tie counted once
+
+
+def test_command_line_overrides_the_preset():
+    args = build_parser().parse_args(["--preset", "test", "--data", "d", "--tokenizer", "t", "--out", "o",
+                                      "--steps", "7", "--save-every", "3"])
+    assert preset_for(args).steps == 7 and preset_for(args).save_every == 3 and preset_for(args).lr == 3e-3
+
+
+@pytest.mark.parametrize("module, argv", [
+    (evaluate, ["nope"]),
+    (train, ["--preset", "test", "--data", "nope", "--tokenizer", "poetry-dense", "--out", "x"]),
+    (train, ["--preset", "test", "--data", ".", "--tokenizer", "nope", "--out", "x"]),
+    (train, ["--preset", "test", "--data", ".", "--tokenizer", "poetry-dense", "--out", "x", "--steps", "0"]),
+    (data, ["build", "nope", "x"]),
+    (tokenizer, ["train", "nope", "x"]),
+])
+def test_user_errors_exit_with_one_line(module, argv, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(SAMPLE, tmp_path / "train.txt"), shutil.copy(SAMPLE, tmp_path / "val.txt")
+    with pytest.raises(SystemExit) as exit_info:
+        module.main(argv)
+    message = exit_info.value.code  # sys.exit(message) prints it to stderr and exits with status 1
+    assert isinstance(message, str) and "\n" not in message and message.startswith(f"python -m {module.__name__}: error: ")
+
+
+@pytest.mark.slow
+def test_cli_error_is_one_line_on_stderr_not_a_traceback(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "minimind.training.evaluate", "nope"], capture_output=True,
+                            text=True, cwd=tmp_path, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "python -m minimind.training.evaluate: error: no checkpoint folder 'nope'; shipped checkpoints: "
+        "['poetry-dense', 'poetry-moe'] (minimind never downloads: fetch a hub model first, e.g. with "
+        "huggingface_hub.snapshot_download, and pass its folder)"]
+
+
+@pytest.mark.slow
 def test_twenty_steps_lower_the_loss_and_export(corpus, tmp_path):
     log = run_train(corpus, tmp_path)
     assert len(log) == 20
@@ -44,6 +92,7 @@ def test_twenty_steps_lower_the_loss_and_export(corpus, tmp_path):
         assert (tmp_path / "final" / name).exists()
 
 
+@pytest.mark.slow
 def test_resume_continues_the_same_run(corpus, tmp_path):
     full = run_train(corpus, tmp_path / "full")
     run_train(corpus, tmp_path / "part", "--stop-at", "10")  # as if interrupted at step 10
@@ -53,6 +102,7 @@ def test_resume_continues_the_same_run(corpus, tmp_path):
 
 @pytest.mark.skipif(shutil.which("torchrun") is None and not Path(sys.executable).with_name("torchrun").exists(),
                     reason="torchrun not installed")
+@pytest.mark.slow
 def test_two_process_data_parallel(corpus, tmp_path):
     torchrun = str(Path(sys.executable).with_name("torchrun"))
     log = run_train(corpus, tmp_path, launcher=(torchrun, "--nproc_per_node", "2", "--master_port", "29517", "-m"))
