@@ -1,16 +1,24 @@
-"""The built HTML book, as a reader's browser sees it: offline, widgets alive, math rendered.
+"""The built HTML book, as a reader's browser sees it: offline, widgets alive, math rendered, nothing cut off.
 
-Builds the book (`jupyter-book build .`; set BOOK_BUILT=1 to reuse an existing _build/html),
-serves _build/html on 127.0.0.1, and runs tests/browser/check_book.mjs (playwright-core driving
-Debian's /usr/bin/chromium headless) over the pages in PAGES. Per page it checks: every widget
-output renders; each IntSlider -> Stack jslink shows the Stack child matching the slider value as
-the slider is stepped with the keyboard; MathJax renders; no request leaves 127.0.0.1; no failed
-request; no console error. Screenshots go to _build/screenshots/.
+Builds the book (`jupyter-book build .`; set BOOK_BUILT=1 to reuse an existing _build/html), serves
+_build/html on 127.0.0.1, and runs tests/browser/check_book.mjs (playwright-core driving Debian's
+/usr/bin/chromium headless) over every page of _toc.yml. What each page must show is read from the page
+itself and its notebook, so new chapters are checked without listing them anywhere:
+- every widget output of the notebook renders, and every Stack is jslinked to a slider; each slider is
+  stepped through every position, and each time its readout shows the frame's label and the image is the
+  matching frame (frame_player: SelectionSlider `index` -> Stack `selected_index`);
+- MathJax renders all math, without errors, and no literal `$` is left in the text outside code;
+- no code line or output is cut off (wider than its box with no way to scroll);
+- no request leaves 127.0.0.1, no failed request, no console error.
+Screenshots and report.json go to _build/screenshots/.
 
-Needs node, tests/browser/node_modules (`npm ci` there) and /usr/bin/chromium: skipped without
-them, except under CI=true, where it fails instead.
-Env: BOOK_DIR (book to build, default the repo), BOOK_BUILT=1, BROWSER_PAGES (JSON file
-replacing PAGES).
+A second test builds a small book from tests/fixtures/ (a clean chapter and a deliberately broken one) and
+checks that the driver passes the first and reports each planted problem in the second.
+
+Needs node, tests/browser/node_modules (`npm ci` there; tools/test_all.sh runs it) and /usr/bin/chromium:
+skipped without them, except under CI=true, where it fails instead.
+Env: BOOK_DIR (book to build, default the repo), BOOK_BUILT=1, BROWSER_PAGES (JSON file replacing the pages
+found in _toc.yml).
 """
 
 from __future__ import annotations
@@ -23,29 +31,49 @@ import sys
 import time
 from pathlib import Path
 
+import nbformat
 import pytest
-
-# Pages to check. page: HTML path under _build/html; widgets: number of widget outputs on the page;
-# slider_stacks: number of IntSlider -> Stack jslinks (each is stepped through every value);
-# math: True/False, or None = required whenever the page contains math.
-PAGES = [
-    {"page": "book/intro.html", "widgets": 1, "slider_stacks": 1, "math": True},
-    {"page": "book/ch01_shapes.html", "widgets": 1, "slider_stacks": 1, "math": True},
-    {"page": "book/ch02_rmsnorm.html", "widgets": 1, "slider_stacks": 1, "math": True},
-    {"page": "book/ch03_rope.html", "widgets": 2, "slider_stacks": 2, "math": True},
-]
+import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DRIVER_DIR = REPO_ROOT / "tests" / "browser"
+FIXTURES = REPO_ROOT / "tests" / "fixtures"
 CHROMIUM = Path("/usr/bin/chromium")
 BOOK_DIR = Path(os.environ.get("BOOK_DIR", REPO_ROOT)).resolve()
-HTML_DIR = BOOK_DIR / "_build" / "html"
-SCREENSHOT_DIR = BOOK_DIR / "_build" / "screenshots"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
-def _pages() -> list[dict]:
+def toc_files(book_dir: Path) -> list[str]:
+    """The files of a jb-book _toc.yml in reading order (root first), without suffix, e.g. 'book/ch03_rope'."""
+    toc = yaml.safe_load((book_dir / "_toc.yml").read_text(encoding="utf-8"))
+    files = [toc["root"]]
+
+    def walk(entries):
+        for entry in entries or []:
+            if "file" in entry:
+                files.append(entry["file"])
+            for key in ("parts", "chapters", "sections"):
+                walk(entry.get(key))
+
+    walk(toc.get("parts"))
+    walk(toc.get("chapters"))
+    return [str(Path(f).with_suffix("")) if Path(f).suffix in (".ipynb", ".md") else f for f in files]
+
+
+def widget_outputs(notebook: Path) -> int:
+    """Widget views among a notebook's outputs: each must render on the page."""
+    if not notebook.exists():
+        return 0
+    nb = nbformat.read(notebook, as_version=4)
+    return sum(WIDGET_VIEW in output.get("data", {}) for cell in nb.cells for output in cell.get("outputs", []))
+
+
+def book_pages(book_dir: Path) -> list[dict]:
     override = os.environ.get("BROWSER_PAGES")
-    return json.loads(Path(override).read_text()) if override else PAGES
+    if override and book_dir == BOOK_DIR:
+        return json.loads(Path(override).read_text())
+    return [{"page": f"{name}.html", "widgets": widget_outputs(book_dir / f"{name}.ipynb")}
+            for name in toc_files(book_dir)]
 
 
 def _on_ci() -> bool:
@@ -61,13 +89,23 @@ def _require(ok: bool, reason: str) -> None:
     pytest.skip(reason)
 
 
-def _build_book() -> float:
+def _require_browser() -> str:
+    node = shutil.which("node")
+    _require(node is not None, "node is not installed")
+    _require(CHROMIUM.exists(), f"{CHROMIUM} is missing (apt-get install chromium)")
+    _require((DRIVER_DIR / "node_modules" / "playwright-core").is_dir(),
+             "playwright-core is not installed (run `npm ci` in tests/browser)")
+    return node
+
+
+def _build_book(book_dir: Path, reuse: bool) -> float:
     start = time.perf_counter()
-    if os.environ.get("BOOK_BUILT") == "1":
-        assert (HTML_DIR / "index.html").exists(), f"BOOK_BUILT=1 but {HTML_DIR}/index.html is missing"
+    html = book_dir / "_build" / "html"
+    if reuse:
+        assert (html / "index.html").exists(), f"BOOK_BUILT=1 but {html}/index.html is missing"
         return 0.0
     jupyter_book = Path(sys.executable).with_name("jupyter-book")
-    command = [str(jupyter_book) if jupyter_book.exists() else "jupyter-book", "build", str(BOOK_DIR)]
+    command = [str(jupyter_book) if jupyter_book.exists() else "jupyter-book", "build", str(book_dir)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, f"jupyter-book build failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
     return time.perf_counter() - start
@@ -88,24 +126,19 @@ def _serve(directory: Path) -> tuple[subprocess.Popen, str]:
     return server, f"http://127.0.0.1:{port}/"
 
 
-@pytest.fixture(scope="module")
-def browser_report(tmp_path_factory):
-    node = shutil.which("node")
-    _require(node is not None, "node is not installed")
-    _require(CHROMIUM.exists(), f"{CHROMIUM} is missing (apt-get install chromium)")
-    _require((DRIVER_DIR / "node_modules" / "playwright-core").is_dir(),
-             "playwright-core is not installed (run `npm ci` in tests/browser)")
-
-    build_s = _build_book()
-    server, base_url = _serve(HTML_DIR)
-    spec = {"base_url": base_url, "screenshot_dir": str(SCREENSHOT_DIR), "chromium": str(CHROMIUM),
-            "pages": _pages()}
-    spec_path = tmp_path_factory.mktemp("browser") / "spec.json"
+def check_book(book_dir: Path, pages: list[dict], spec_dir: Path, reuse_build=False) -> dict:
+    """Build (unless reuse_build), serve and drive the browser over `pages`; the driver's report + timings."""
+    node = _require_browser()
+    build_s = _build_book(book_dir, reuse_build)
+    screenshot_dir = book_dir / "_build" / "screenshots"
+    server, base_url = _serve(book_dir / "_build" / "html")
+    spec = {"base_url": base_url, "screenshot_dir": str(screenshot_dir), "chromium": str(CHROMIUM), "pages": pages}
+    spec_path = spec_dir / "spec.json"
     spec_path.write_text(json.dumps(spec))
     start = time.perf_counter()
     try:
         result = subprocess.run([node, str(DRIVER_DIR / "check_book.mjs"), str(spec_path)],
-                                cwd=DRIVER_DIR, capture_output=True, text=True, timeout=600)
+                                cwd=DRIVER_DIR, capture_output=True, text=True, timeout=900)
     finally:
         server.terminate()
         server.wait(timeout=10)
@@ -116,21 +149,81 @@ def browser_report(tmp_path_factory):
         pytest.fail(f"check_book.mjs gave no report (exit {result.returncode}):\n"
                     f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
     report["timings_s"] = {"build": round(build_s, 1), "browser": round(browser_s, 1)}
-    SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
-    (SCREENSHOT_DIR / "report.json").write_text(json.dumps(report, indent=1))
-    print(f"\nbook build {build_s:.1f} s, browser checks {browser_s:.1f} s, "
-          f"report: {SCREENSHOT_DIR / 'report.json'}")
+    screenshot_dir.mkdir(parents=True, exist_ok=True)
+    (screenshot_dir / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False))
+    print(f"\n{book_dir.name}: book build {build_s:.1f} s, browser checks {browser_s:.1f} s "
+          f"({len(pages)} pages), report: {screenshot_dir / 'report.json'}")
     return report
+
+
+def _page_result(report: dict, page: str) -> dict:
+    [result] = [p for p in report.get("pages", []) if p["page"] == page] or [None]
+    assert result is not None, f"{page} was not checked: {report.get('error')}"
+    return result
+
+
+# --- the book --------------------------------------------------------------------------------------------------
+
+PAGES = book_pages(BOOK_DIR)
+
+
+@pytest.fixture(scope="module")
+def browser_report(tmp_path_factory):
+    return check_book(BOOK_DIR, PAGES, tmp_path_factory.mktemp("browser"),
+                      reuse_build=os.environ.get("BOOK_BUILT") == "1")
 
 
 def test_browser_started(browser_report):
     assert "error" not in browser_report, browser_report.get("error")
 
 
-@pytest.mark.parametrize("entry", _pages(), ids=lambda entry: entry["page"])
+@pytest.mark.parametrize("entry", PAGES, ids=lambda entry: entry["page"])
 def test_page(browser_report, entry):
-    [result] = [p for p in browser_report["pages"] if p["page"] == entry["page"]] or [None]
-    assert result is not None, f"{entry['page']} was not checked: {browser_report.get('error')}"
+    result = _page_result(browser_report, entry["page"])
     problems = "\n  ".join(result["problems"])
     assert not result["problems"], f"{entry['page']}:\n  {problems}"
     assert result["screenshot"] and Path(result["screenshot"]).exists()
+
+
+# --- the checks themselves, on a fixture book --------------------------------------------------------------------
+
+FIXTURE_CHAPTERS = ["fx01_fixture", "fx02_broken"]
+
+
+def _fixture_book(root: Path) -> Path:
+    """A book with the repo's _config.yml, static files and extensions, and the fixture notebooks as chapters."""
+    (root / "book").mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "_config.yml", root / "_config.yml")
+    for name in ("_static", "_ext"):
+        (root / "book" / name).symlink_to(REPO_ROOT / "book" / name)
+    for name in FIXTURE_CHAPTERS:
+        shutil.copy(FIXTURES / f"{name}.ipynb", root / "book" / f"{name}.ipynb")
+    toc = {"format": "jb-book", "root": f"book/{FIXTURE_CHAPTERS[0]}",
+           "chapters": [{"file": f"book/{name}"} for name in FIXTURE_CHAPTERS[1:]]}
+    (root / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False))
+    return root
+
+
+def test_the_checks_pass_a_clean_page_and_catch_planted_problems(tmp_path):
+    book = _fixture_book(tmp_path / "fixture_book")
+    pages = book_pages(book)
+    report = check_book(book, pages, tmp_path)
+    assert "error" not in report, report.get("error")
+
+    clean = _page_result(report, "book/fx01_fixture.html")
+    assert clean["problems"] == [], clean["problems"]
+    [player] = clean["sliders"]
+    assert [step["readout"] for step in player["steps"]] == ["T = 0.5", "T = 1.0", "T = 2.0", "T = 1.0"]
+    assert [step["shown"] for step in player["steps"]] == [0, 1, 2, 1]
+
+    problems = "\n".join(_page_result(report, "book/fx02_broken.html")["problems"])
+    expected = {
+        "`$$` without a blank line before it": "unrendered math: a literal $",
+        "an output clipped by overflow: hidden": "<div> cut off",
+        "a <pre> that does not wrap": "code/output line cut off",
+        "a Stack with no slider": "is not jslinked to any slider",
+        "a slider with its readout hidden": "the readout shows null",
+        "two frames with one label": "frames share the label",
+    }
+    missed = [what for what, text in expected.items() if text not in problems]
+    assert not missed, f"the driver missed: {missed}\nit reported:\n{problems}"

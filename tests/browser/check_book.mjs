@@ -1,11 +1,20 @@
 // Drive headless Debian chromium over the built book and check what a reader sees.
 //   node check_book.mjs SPEC.json
 // SPEC: {"base_url": "http://127.0.0.1:PORT/", "screenshot_dir": "...", "chromium": "/usr/bin/chromium",
-//        "pages": [{"page": "book/intro.html", "widgets": 1, "slider_stacks": 1, "math": true}]}
-//   widgets: number of widget outputs on the page (each must render)
-//   slider_stacks: number of IntSlider -> Stack jslinks; each is stepped through every value and
-//                  the displayed image must be the Stack's child at that index
+//        "pages": [{"page": "book/intro.html", "widgets": 1}]}
+//   widgets: number of widget outputs on the page (each must render); omitted = not checked
+//   slider_stacks: (optional) number of slider -> Stack jslinks the page must have
 //   math: true/false; omitted = required when the page has Sphinx math (.math) in it
+// Per page, discovered from the page itself (nothing is listed per chapter):
+// - every widget output renders; every Stack is jslinked to a slider (IntSlider `value` or SelectionSlider
+//   `index`, as minimind.lab.viz.frame_player makes them); each slider is stepped through every position with
+//   the keyboard, and each time the readout must show the label (SelectionSlider) or value (IntSlider) and the
+//   image must be the Stack's child at that index;
+// - MathJax rendered every math element, no MathJax error, and no literal `$` left in the text outside code
+//   (a `$$` block without a blank line before it leaves `$` and run-together italics);
+// - no code line or output cut off: a <pre> (code cell, output, live source) wider than its box, or any output,
+//   table or display math wider than its box with no scrollbar to reach the rest;
+// - no request leaves 127.0.0.1, no failed request, no console error.
 // Prints one JSON report on stdout; exit code 1 when any page has a problem.
 import { chromium } from "playwright-core";
 import { mkdtempSync, readFileSync, rmSync, mkdirSync } from "node:fs";
@@ -49,11 +58,22 @@ function pageWidgetInfo() {
     if (m.model_name !== "LinkModel" && m.model_name !== "DirectionalLinkModel") continue;
     const [src, srcAttr] = m.state.source, [dst, dstAttr] = m.state.target;
     const ends = [[ref(src), srcAttr], [ref(dst), dstAttr]];
-    const slider = ends.find(([mid, a]) => a === "value" && /SliderModel$/.test(state[mid]?.model_name || ""));
+    const slider = ends.find(([mid, a]) => (a === "value" || a === "index") &&
+      /SliderModel$/.test(state[mid]?.model_name || ""));
     const stack = ends.find(([mid, a]) => a === "selected_index" && state[mid]?.model_name === "StackModel");
-    if (slider && stack) links.push({ link: id, slider: slider[0], stack: stack[0] });
+    if (slider && stack) {
+      const sm = state[slider[0]];
+      // what the readout must show at each position: the option labels of a SelectionSlider, else the value
+      const labels = Array.isArray(sm.state._options_labels) ? sm.state._options_labels : null;
+      links.push({ link: id, slider: slider[0], stack: stack[0], attr: slider[1], labels,
+        model: sm.model_name, frames: state[stack[0]].state.children.length });
+    }
   }
-  return { rendered, links, math: !!document.querySelector(".math, div.math, span.math") };
+  const linkedStacks = new Set(links.map((l) => l.stack));
+  const unlinked = Object.entries(state)
+    .filter(([id, m]) => m.model_name === "StackModel" && !linkedStacks.has(id))
+    .map(([id, m]) => ({ id, frames: (m.state.children || []).length }));
+  return { rendered, links, unlinked, math: !!document.querySelector(".math, div.math, span.math") };
 }
 
 // Mark the DOM elements of a slider and its stack with data attributes (walks Box children).
@@ -68,7 +88,8 @@ function markLinkedElements([sliderId, stackId, tag]) {
     if (modelId === stackId) found.stack = el;
     const m = state[modelId];
     if (!m || m.model_name === "StackModel" || !Array.isArray(m.state.children)) return;
-    const childEls = [...el.children].filter((c) => c.classList.contains("jupyter-widgets"));
+    // every widget view is a Lumino widget (a SelectionSlider lacks the `jupyter-widgets` class)
+    const childEls = [...el.children].filter((c) => c.classList.contains("lm-Widget"));
     m.state.children.forEach((c, i) => walk(ref(c), childEls[i]));
   };
   for (const v of document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]')) {
@@ -97,6 +118,88 @@ async function displayedChild([stackId, tag]) {
     return buf && buf.data.replace(/\s/g, "") === b64;
   });
   return { index: index < 0 ? null : index, why: index < 0 ? "visible image matches no child" : "" };
+}
+
+// Literal `$` left in the rendered text outside code and outputs, and math MathJax did not typeset.
+// (In-page functions are sent to the browser one by one, so each finds the article column itself.)
+function unrenderedMath() {
+  const root = document.querySelector("article.bd-article") || document.querySelector("main") || document.body;
+  const skip = "pre, code, script, style, textarea, mjx-container, .math, .cell_output, .highlight, .MathJax";
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  const dollars = [];
+  while (walker.nextNode()) {
+    const node = walker.currentNode;
+    const text = node.nodeValue;
+    if (!text.includes("$") || node.parentElement.closest(skip)) continue;
+    const block = node.parentElement.closest("p, li, td, dd, h1, h2, h3, h4, div") || node.parentElement;
+    const context = block.textContent.replace(/\s+/g, " ");
+    const at = context.indexOf("$");
+    dollars.push(context.slice(Math.max(0, at - 50), at + 50));
+  }
+  const untypeset = [...root.querySelectorAll(".math")]
+    .filter((el) => !el.querySelector("mjx-container") && !el.closest(".cell_output"))
+    .map((el) => el.textContent.replace(/\s+/g, " ").slice(0, 80));
+  return { dollars: [...new Set(dollars)], untypeset };
+}
+
+// Code lines and outputs a reader cannot see in full: a <pre> wider than its box (code must wrap: a hidden
+// horizontal scrollbar is not discoverable, and headless Chromium shows none), or any output element, table or
+// display math whose content is wider than its box, or that sticks out of a clipping parent or out of the
+// column, with no scrollbar to reach the rest. Widget internals are left to the widget (its box scrolls).
+function clippedContent() {
+  const root = document.querySelector("article.bd-article") || document.querySelector("main") || document.body;
+  const style = (el) => getComputedStyle(el);
+  const scrolls = (el) => ["auto", "scroll"].includes(style(el).overflowX);
+  const where = (el) => {
+    const cell = el.closest(".cell");
+    const code = cell?.querySelector(".cell_input pre")?.textContent.trim().split("\n")[0].slice(0, 60);
+    return cell ? `in the cell starting ${JSON.stringify(code || "")}` : "in the text";
+  };
+  const longest = (el) => (el.textContent || "").split("\n").reduce((a, b) => (b.length > a.length ? b : a), "")
+    .trim().slice(0, 70);
+  const describe = (el) => el.tagName === "PRE" ? "code/output line" : `<${el.tagName.toLowerCase()}${
+    el.classList.length ? "." + [...el.classList].slice(0, 2).join(".") : ""}>`;
+  const problems = [];
+  const seen = new Set();
+  const candidates = root.querySelectorAll(
+    "pre, table, div.math, mjx-container[display='true'], .widget-subarea, .cell_output *");
+  for (const el of candidates) {
+    if (el.clientWidth === 0) continue;  // not displayed (e.g. a collapsed solution)
+    if (el.closest(".widget-subarea") && !el.matches(".widget-subarea")) continue;
+    if (el.closest("pre") && el.tagName !== "PRE") continue;
+    if (el.closest("mjx-container") && el.tagName !== "MJX-CONTAINER") continue;
+    const rect = el.getBoundingClientRect();
+    const wider = el.scrollWidth > el.clientWidth + 2;
+    let problem = null, right = rect.right;
+    if (wider && el.tagName === "PRE") {
+      problem = `${describe(el)} cut off: ${el.scrollWidth} px of text in a ${el.clientWidth} px box`;
+    } else if (wider && ["hidden", "clip"].includes(style(el).overflowX)) {
+      problem = `${describe(el)} cut off: ${el.scrollWidth} px wide in a ${el.clientWidth} px box, no scrollbar`;
+    } else if (wider && !scrolls(el)) {
+      right = rect.left + el.scrollWidth;  // visible overflow: where does the content end?
+    }
+    if (!problem) {
+      let parent = el.parentElement;
+      while (parent && parent !== root && style(parent).overflowX === "visible") parent = parent.parentElement;
+      const limit = (parent || root).getBoundingClientRect().right;
+      if (right > limit + 2 && !(parent && parent !== root && scrolls(parent))) {
+        problem = `${describe(el)} cut off: it reaches ${Math.round(right - limit)} px past ` +
+          `${!parent || parent === root ? "the text column" : "its clipping box"}, no scrollbar`;
+      }
+    }
+    if (problem) {
+      const text = `${problem} ${where(el)}: ${JSON.stringify(longest(el))}`;
+      if (!seen.has(text)) problems.push(text), seen.add(text);
+    }
+  }
+  return problems;
+}
+
+// What the slider's readout shows now (null when there is none on screen).
+function readoutText(tag) {
+  const el = document.querySelector(`[data-check-slider="${tag}"] .widget-readout`);
+  if (!el || el.offsetParent === null || el.getBoundingClientRect().width === 0) return null;
+  return el.textContent.trim();
 }
 
 const shotName = (page) => page.replace(/\.html$/, "").replace(/[\\/]/g, "__");
@@ -130,14 +233,14 @@ async function checkPage(context, entry) {
   const result = { page: entry.page, problems, screenshot: null, sliders: [], offline_files: [] };
   try {
     await page.goto(url, { waitUntil: "load", timeout: 60000 });
-    const expected = entry.widgets ?? 0;
+    const expected = entry.widgets ?? null;
     if (expected > 0) {
       await page.waitForFunction((n) => document.querySelectorAll(".widget-subarea > *").length >= n,
         expected, { timeout: 30000 }).catch(() => problems.push("timed out waiting for widgets to render"));
     }
     const info = await page.evaluate(pageWidgetInfo);
     result.widgets = info.rendered.length;
-    if (info.rendered.length !== expected) {
+    if (expected !== null && info.rendered.length !== expected) {
       problems.push(`expected ${expected} widget outputs, page has ${info.rendered.length}`);
     }
     info.rendered.filter((r) => !r.rendered).forEach((r) =>
@@ -147,15 +250,26 @@ async function checkPage(context, entry) {
     if (wantMath) {
       await page.waitForSelector("mjx-container", { state: "attached", timeout: 30000 })
         .catch(() => problems.push("math on the page but no mjx-container: MathJax did not render"));
+      await page.evaluate(() => window.MathJax?.startup?.promise).catch(() => {});
       const merrors = await page.locator("mjx-merror").count();
       if (merrors) problems.push(`${merrors} MathJax errors (mjx-merror)`);
     }
     result.math = wantMath ? await page.locator("mjx-container").count() : 0;
+    const math = await page.evaluate(unrenderedMath);
+    math.dollars.forEach((text) => problems.push(`unrendered math: a literal $ in the text: "...${text}..."`));
+    math.untypeset.forEach((text) => problems.push(`unrendered math: MathJax did not typeset ${JSON.stringify(text)}`));
 
-    const expectedLinks = entry.slider_stacks ?? 0;
-    if (info.links.length !== expectedLinks) {
+    const expectedLinks = entry.slider_stacks ?? null;
+    if (expectedLinks !== null && info.links.length !== expectedLinks) {
       problems.push(`expected ${expectedLinks} slider->stack links, state has ${info.links.length}`);
     }
+    for (const [n, link] of info.links.entries()) {
+      const dupes = (link.labels || []).filter((label, i, all) => all.indexOf(label) !== i);
+      if (dupes.length) problems.push(`slider->stack link ${n}: frames share the label(s) ${JSON.stringify([...new Set(dupes)])}`);
+    }
+    info.unlinked.forEach((s) => problems.push(
+      `a Stack of ${s.frames} frames is not jslinked to any slider: the reader only ever sees its first frame`));
+    result.links = info.links.map(({ model, attr, frames, labels }) => ({ model, attr, frames, labels }));
     for (const [n, link] of info.links.entries()) {
       const tag = `l${n}`;
       const marked = await page.evaluate(markLinkedElements, [link.slider, link.stack, tag]);
@@ -164,21 +278,28 @@ async function checkPage(context, entry) {
         continue;
       }
       const handle = page.locator(`[data-check-slider="${tag}"] .noUi-handle`).first();
+      const expectedReadout = (index) => (link.labels ? String(link.labels[index]) : String(index));
       const readValue = async () => Number(await handle.getAttribute("aria-valuenow"));
       const [min, max] = [Number(await handle.getAttribute("aria-valuemin")), Number(await handle.getAttribute("aria-valuemax"))];
       const steps = [];
       const expectFrame = async (value, how) => {
         // the jslink and the Image view update asynchronously: poll for up to 5 s
-        let shown = null;
+        let shown = null, readout = null;
+        const want = expectedReadout(value);
         for (let t = 0; t < 50; t++) {
           shown = await page.evaluate(displayedChild, [link.stack, tag]);
-          if (shown.index === value) break;
+          readout = await page.evaluate(readoutText, tag);
+          if (shown.index === value && readout === want) break;
           await page.waitForTimeout(100);
         }
-        steps.push({ how, value, shown: shown.index });
+        steps.push({ how, value, shown: shown.index, readout });
         if (shown.index !== value) {
           problems.push(`slider->stack link ${n}: after ${how} slider=${value}, displayed child ` +
             `${shown.index} (${shown.why || "wrong frame"})`);
+        }
+        if (readout !== want) {
+          problems.push(`slider->stack link ${n}: after ${how} to position ${value}, the readout shows ` +
+            `${JSON.stringify(readout)} instead of ${JSON.stringify(want)}`);
         }
       };
       await handle.scrollIntoViewIfNeeded();
@@ -204,6 +325,7 @@ async function checkPage(context, entry) {
         .screenshot({ path: closeUp }).catch((err) => problems.push(`widget screenshot failed: ${err.message}`));
       result.sliders.push({ link: n, min, max, steps, screenshot: closeUp });
     }
+    (await page.evaluate(clippedContent)).forEach((p) => problems.push(p));
     await page.waitForLoadState("networkidle", { timeout: 15000 }).catch(() => {});
     // back to the top with nothing focused, so sticky headers and the skip link stay put
     await page.evaluate(() => { document.activeElement?.blur(); window.scrollTo(0, 0); });
