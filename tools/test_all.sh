@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Every test of the project, in phases: package tests; tests that execute notebooks (student editions,
-# nbgrader autograde, deterministic refresh); the browser test (builds the book, drives Chromium); the
-# chapters re-executed by nbval against their committed outputs.
+# Every test of the project, in phases: package tests; slow tests (marked `slow`: those that execute
+# notebooks -- student editions, nbgrader autograde, deterministic refresh -- and other long ones); the
+# browser test (builds the book, drives Chromium); the chapters re-executed by nbval against their
+# committed outputs.
 #   tools/test_all.sh
 # Uses the active virtual environment, else creates/uses .venv and installs requirements.txt. Sets up the
 # browser test's node packages (`npm ci` in tests/browser) when npm is there; Chromium itself comes from
@@ -82,7 +83,7 @@ EOF
 
 total0="$(now)"
 phase "package tests" python -m pytest tests/ -q -rfEs -m "not slow" --ignore=tests/test_browser.py
-phase "notebook tools (slow: student editions, autograde, refresh)" \
+phase "slow tests (-m slow: student editions, nbgrader autograde, refresh, ...)" \
   python -m pytest tests/ -q -rfEs -m slow --ignore=tests/test_browser.py
 phase "browser test" python -m pytest tests/test_browser.py -q -rfEs
 phase "notebooks (nbval)" python -m pytest --nbval book/ -q -rfEs
