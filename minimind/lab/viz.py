@@ -69,16 +69,203 @@ def forward_stages(model, input_ids) -> list[tuple[str, torch.Tensor]]:
     return stages
 
 
-def stage_figure(label: str, tensor: torch.Tensor, index: int, total: int, max_cols=64):
-    """Heat-map of the first sequence of a stage (at most max_cols features), titled with its shape."""
+CJK_FAMILY = "Noto Sans CJK SC"  # simplified-Chinese glyphs; Debian/Ubuntu package fonts-noto-cjk
+
+
+def use_cjk_font(family: str = CJK_FAMILY) -> str | None:
+    """Let matplotlib draw Chinese tokens: put `family` first in font.family (DejaVu Sans after it for the rest).
+
+    Registers the font file itself when matplotlib's font cache predates its installation. Returns the family, or
+    None (and changes nothing) when no such font is installed.
+    """
+    import matplotlib.font_manager as fm
     import matplotlib.pyplot as plt
-    values = tensor[0].float()
-    values = values[:, None] if values.dim() == 1 else values[:, :max_cols]
-    fig, ax = plt.subplots(figsize=(6, 2.2))
-    ax.imshow(values.cpu().numpy(), aspect="auto", cmap="coolwarm" if tensor.is_floating_point() else "viridis")
-    ax.set_title(f"stage {index + 1}/{total}: {label}   shape {list(tensor.shape)}", fontsize=10)
-    ax.set_ylabel("position"), ax.set_xlabel("feature" if tensor.dim() > 2 else "")
+    if family not in {f.name for f in fm.fontManager.ttflist}:
+        stem = family.replace(" ", "")[:-2]  # "Noto Sans CJK SC" -> "NotoSansCJK", the file name of every variant
+        for path in fm.findSystemFonts():
+            if stem in path.replace("-", ""):
+                fm.fontManager.addfont(path)
+        if family not in {f.name for f in fm.fontManager.ttflist}:
+            return None
+    plt.rcParams["font.family"] = [family, "DejaVu Sans"]
+    return family
+
+
+def architecture_figure(config, batch="B", seq="S"):
+    """The model as a data-flow diagram annotated with the shapes and sizes of `config` (chapter 1, introduction).
+
+    Drawn from the config's fields, so it stays true for any config (MoE included). 7 in wide, fonts >= 9 pt.
+    """
+    import matplotlib.pyplot as plt
+    c = config
+    with plt.rc_context({"font.family": ["DejaVu Sans"]}):  # the diagram has no Chinese; DejaVu has · √ ᵀ
+        fig, ax = plt.subplots(figsize=(7, 8.2))
+        _draw_architecture(fig, ax, c, batch, seq)
     return fig
+
+
+def _draw_architecture(fig, ax, c, batch, seq):
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyBboxPatch
+    d, V, L, H, H_kv, D = (c.hidden_size, c.vocab_size, c.num_hidden_layers, c.num_attention_heads,
+                          c.num_key_value_heads, c.head_dim)
+    stream = f"[{batch}, {seq}, {d}]"
+    ax.set(xlim=(0, 100), ylim=(0, 118)), ax.axis("off")
+    colours = {"embed": "#fbe7a1", "norm": "#cdeccd", "attn": "#cfe2f7", "ffn": "#fbd9bd", "loss": "#eeeeee"}
+    x_stream = 22  # the residual stream runs down this line
+
+    def box(x, y, w, h, text, kind, size=10, align="center"):
+        ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.4,rounding_size=1.2",
+                                    facecolor=colours[kind], edgecolor="#555555", lw=1))
+        tx = x + w / 2 if align == "center" else x + 1.5
+        ax.text(tx, y + h / 2, text, ha=align, va="center", fontsize=size, linespacing=1.35)
+
+    def arrow(x0, y0, x1, y1, **kw):
+        ax.annotate("", xy=(x1, y1), xytext=(x0, y0),
+                    arrowprops=dict(arrowstyle="-|>", color=kw.get("color", "#333333"), lw=kw.get("lw", 1.2),
+                                    shrinkA=0, shrinkB=0))
+
+    def shape(y, text, x=x_stream + 1.5):
+        ax.text(x, y, text, ha="left", va="center", fontsize=9.5, family="monospace", color="#1f4e8c")
+
+    # ids -> embedding
+    ax.text(x_stream, 116, f"token ids  [{batch}, {seq}]  (integers < {V})", ha="center", va="center", fontsize=10)
+    arrow(x_stream, 114, x_stream, 110.5)
+    box(x_stream - 17, 104, 34, 6, f"embed_tokens\ntable {V} × {d}", "embed")
+    arrow(x_stream, 103.5, x_stream, 95)
+    shape(99, stream + "  residual stream")
+    # the block, drawn once, repeated L times
+    top, bottom = 94, 27
+    ax.add_patch(FancyBboxPatch((2, bottom), 96, top - bottom, boxstyle="round,pad=0.4,rounding_size=2",
+                                facecolor="none", edgecolor="#888888", lw=1.2, ls="--"))
+    ax.text(97, top - 2.5, f"MiniMindBlock  × {L}\n(layers.0 … layers.{L - 1})", ha="right", va="top",
+            fontsize=10, fontweight="bold", color="#444444")
+    ax.plot([x_stream, x_stream], [95, 24], color="#333333", lw=2.2, zorder=0)
+    x_branch = 40
+    # attention half
+    y_norm1, y_attn, y_add1 = 85, 62.5, 57
+    ax.plot([x_stream, x_branch + 14], [y_norm1 + 6.5, y_norm1 + 6.5], color="#333333", lw=1.2)
+    arrow(x_branch + 14, y_norm1 + 6.5, x_branch + 14, y_norm1 + 4.6)
+    box(x_branch - 2, y_norm1, 32, 4.2, "input_layernorm (RMSNorm)", "norm", size=9.5)
+    arrow(x_branch + 14, y_norm1 - 0.5, x_branch + 14, y_attn + 17.6)
+    attn_text = (f"self_attn  (grouped-query attention)\n"
+                 f"q_proj {d} → {H * D}, split: [{batch}, {seq}, {H}, {D}]\n"
+                 f"k_proj, v_proj {d} → {H_kv * D}, split: [{batch}, {seq}, {H_kv}, {D}]\n"
+                 f"QK-Norm, RoPE; each KV head serves {H // H_kv} query heads\n"
+                 f"scores QKᵀ/√{D}: [{batch}, {H}, {seq}, {seq}]; softmax, then · V\n"
+                 f"merge heads [{batch}, {seq}, {H * D}] → o_proj {H * D} → {d}")
+    box(x_branch - 2, y_attn, 58, 17, attn_text, "attn", size=9.5, align="left")
+    ax.plot([x_branch + 14, x_branch + 14], [y_attn - 0.5, y_add1], color="#333333", lw=1.2)
+    arrow(x_branch + 14, y_add1, x_stream + 2.2, y_add1)
+    ax.add_patch(plt.Circle((x_stream, y_add1), 2.0, facecolor="white", edgecolor="#333333", lw=1.2, zorder=3))
+    ax.text(x_stream, y_add1, "+", ha="center", va="center", fontsize=12, zorder=4)
+    shape(y_add1 + 5, stream)
+    # feed-forward half
+    y_norm2, y_ffn, y_add2 = 47.5, 33.5, 29.5
+    ax.plot([x_stream, x_branch + 14], [y_norm2 + 6, y_norm2 + 6], color="#333333", lw=1.2)
+    arrow(x_branch + 14, y_norm2 + 6, x_branch + 14, y_norm2 + 4.6)
+    box(x_branch - 2, y_norm2, 32, 4.2, "post_attention_layernorm", "norm", size=9.5)
+    arrow(x_branch + 14, y_norm2 - 0.5, x_branch + 14, y_ffn + 8.6)
+    ffn = (f"gate_proj, up_proj {d} → {c.intermediate_size}: [{batch}, {seq}, {c.intermediate_size}]\n"
+           f"SiLU(gate) · up → down_proj {c.intermediate_size} → {d}")
+    if c.use_moe:
+        ffn = (f"router {d} → {c.num_experts}: top-{c.num_experts_per_tok} of {c.num_experts} experts, each:\n"
+               f"gate, up {d} → {c.moe_intermediate_size}; down {c.moe_intermediate_size} → {d}")
+        title = "mlp  (mixture of SwiGLU experts)"
+    else:
+        title = "mlp  (SwiGLU feed-forward)"
+    box(x_branch - 2, y_ffn, 58, 8, title + "\n" + ffn, "ffn", size=9.5, align="left")
+    ax.plot([x_branch + 14, x_branch + 14], [y_ffn - 0.5, y_add2], color="#333333", lw=1.2)
+    arrow(x_branch + 14, y_add2, x_stream + 2.2, y_add2)
+    ax.add_patch(plt.Circle((x_stream, y_add2), 2.0, facecolor="white", edgecolor="#333333", lw=1.2, zorder=3))
+    ax.text(x_stream, y_add2, "+", ha="center", va="center", fontsize=12, zorder=4)
+    ax.text(x_stream - 2.5, 74, "residual stream:\neach half adds\nits update", ha="right", va="center",
+            fontsize=9, color="#555555")
+    # after the blocks
+    shape(25, stream)
+    arrow(x_stream, 24, x_stream, 21.2)
+    box(x_stream - 17, 17, 34, 4.2, "norm  (final RMSNorm)", "norm", size=9.5)
+    arrow(x_stream, 16.5, x_stream, 12.2)
+    shape(14.5, stream)
+    tied = "tied: the embedding's weight" if c.tie_word_embeddings else "its own weight"
+    box(x_stream - 17, 6.5, 34, 5.5, f"lm_head  {d} → {V}\n({tied})", "embed", size=9.5)
+    arrow(x_stream + 17.5, 9.2, x_stream + 30, 9.2)
+    ax.text(x_stream + 31, 9.2, f"logits [{batch}, {seq}, {V}]", ha="left", va="center", fontsize=9.5,
+            family="monospace", color="#1f4e8c")
+    arrow(x_stream + 48, 7, x_stream + 48, 3.6)
+    ax.text(x_stream + 48, 1.8, "shifted cross-entropy → loss [ ] (a scalar)", ha="center", va="center", fontsize=9.5)
+    moe = f", {c.num_experts} experts" if c.use_moe else ""
+    ax.set_title(f"MiniMind: hidden {d}, {L} blocks, {H} query / {H_kv} KV heads of {D}, vocab {V}{moe}",
+                 fontsize=11)
+    fig.tight_layout()
+
+
+def token_labels(tokenizer, ids, glosses=None) -> list[str]:
+    """Each id as its text, with an English gloss where one is given (e.g. {"月": "moon"}): row labels for figures."""
+    glosses = glosses or {}
+    texts = [tokenizer.decode([int(i)]) for i in ids]
+    return [f"{t} ({glosses[t]})" if t in glosses else t for t in texts]
+
+
+def stage_figure(label: str, tensor: torch.Tensor, row_labels, vmax: float, linthresh=0.1):
+    """One stage [1, S, d] of a forward pass: tokens down, features across, on a symmetric log colour scale
+    (-vmax..vmax, linear within ±linthresh) meant to be shared by every stage, with a colourbar and a panel of each
+    token's RMS on a fixed log axis, so that growth from stage to stage shows (chapter 1)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import SymLogNorm
+    values = tensor.detach()[0].float().cpu()
+    fig, (ax, ax_rms) = plt.subplots(1, 2, figsize=(7, 2.5), width_ratios=[4, 1.2], layout="constrained")
+    norm = SymLogNorm(linthresh=linthresh, vmin=-vmax, vmax=vmax, base=10)
+    image = ax.imshow(values.numpy(), aspect="auto", cmap="RdBu_r", norm=norm, interpolation="nearest")
+    ax.set_yticks(range(len(row_labels)), row_labels, fontsize=10)
+    ax.set_xlabel(f"feature (0 … {values.shape[-1] - 1})", fontsize=9.5)
+    ax.tick_params(axis="x", labelsize=9)
+    ax.set_title(f"{label}   {list(tensor.shape)}", fontsize=10.5)
+    bar = fig.colorbar(image, ax=ax, pad=0.01, aspect=12)
+    bar.set_label("value (symmetric log)", fontsize=9), bar.ax.tick_params(labelsize=9)
+    rms = values.pow(2).mean(-1).sqrt()
+    ax_rms.barh(range(len(rms)), rms.numpy(), color="#777777")
+    ax_rms.set(xscale="log", xlim=(0.01, 1000), ylim=(len(rms) - 0.5, -0.5), yticks=[])
+    ax_rms.set_xticks([0.01, 1, 100], ["0.01", "1", "100"])
+    ax_rms.tick_params(labelsize=9)
+    ax_rms.set_title("RMS per token", fontsize=10)
+    for y, r in enumerate(rms.tolist()):
+        ax_rms.text(r * 1.15, y, f"{r:.2g}", va="center", ha="left", fontsize=9)
+    return fig
+
+
+def top_tokens(logits: torch.Tensor, k: int = 5):
+    """Softmax probabilities and ids of the k most likely next tokens at every position: ([S, k], [S, k])."""
+    top = logits.detach().float().softmax(-1).topk(k, dim=-1)
+    return top.values, top.indices
+
+
+def top_tokens_figure(probs: torch.Tensor, texts, row_labels, title: str):
+    """The k best next tokens (as text) at each position, coloured by probability on a fixed 0..1 scale."""
+    import matplotlib.pyplot as plt
+    probs = probs.detach().float().cpu()
+    fig, ax = plt.subplots(figsize=(7, 2.5), layout="constrained")
+    image = ax.imshow(probs.numpy(), aspect="auto", cmap="Blues", vmin=0, vmax=1)
+    for (row, col), p in zip([(r, c) for r in range(probs.shape[0]) for c in range(probs.shape[1])],
+                             probs.flatten().tolist()):
+        ax.text(col, row, f"{texts[row][col]!s}  {p:.2f}", ha="center", va="center", fontsize=10,
+                color="white" if p > 0.6 else "black")
+    ax.set_yticks(range(len(row_labels)), row_labels, fontsize=10)
+    ax.set_xticks(range(probs.shape[1]), [f"guess {i + 1}" for i in range(probs.shape[1])], fontsize=9.5)
+    ax.set_title(title, fontsize=10.5)
+    bar = fig.colorbar(image, ax=ax, pad=0.01, aspect=12)
+    bar.set_label("probability", fontsize=9), bar.ax.tick_params(labelsize=9)
+    return fig
+
+
+def characters_since_break(pieces, breaks="，。？！；\n") -> list[int]:
+    """For each token's text: how many characters of the current line have been read once it is added (0 for a
+    punctuation or line-break token, which closes the line). Chapter 1 uses it to measure line-length knowledge."""
+    counts, count = [], 0
+    for piece in pieces:
+        count = 0 if piece and all(ch in breaks for ch in piece) else count + len(piece)
+        counts.append(count)
+    return counts
 
 
 # --- chapter 2: what each RMSNorm reads from the residual stream ---------------------------------------------
@@ -99,6 +286,72 @@ def norm_readings(model, stream) -> list[dict]:
                    (f"{i} +ffn", stream[i]["output"], reader)]
     return [{"label": label, "stream": rms(x), "unit": rms(norm.norm(x.float())), "normed": rms(norm(x)),
              "gain": rms(norm.weight).item()} for label, x, norm in points]
+
+
+@torch.no_grad()
+def norm_input_rms(model, input_ids) -> dict[str, torch.Tensor]:
+    """RMS of every vector each RMSNorm of `model` normalises in one forward pass, flattened, keyed by module name
+    (block norms: one per token; QK-Norms: one per token and head). Chapter 2 compares them with sqrt(eps)."""
+    from ..norm import RMSNorm
+    from .probes import rms
+    seen, handles = {}, []
+    for name, module in model.named_modules():
+        if isinstance(module, RMSNorm):
+            handles.append(module.register_forward_hook(
+                lambda m, args, out, name=name: seen.__setitem__(name, rms(args[0]).flatten().cpu())))
+    try:
+        model(input_ids)
+    finally:
+        for h in handles:
+            h.remove()
+    return seen
+
+
+@torch.no_grad()
+def eps_response(input_rms: torch.Tensor, eps: float, dim: int = 64) -> torch.Tensor:
+    """RMS of the package's RMSNorm output (unit gain) for inputs of the given RMS values: r / sqrt(r² + eps)."""
+    from ..norm import RMSNorm
+    direction = torch.ones(dim, dtype=torch.float64)  # any direction: only the size matters
+    x = input_rms.double()[:, None] * direction
+    y = RMSNorm(dim, eps=eps).double()(x)
+    return y.pow(2).mean(-1).sqrt().to(input_rms.dtype)
+
+
+def eps_figure(eps: float, groups: dict, losses: dict, uniform_loss: float, rms_range=(1e-5, 1e2)):
+    """Left: output RMS against input RMS for this eps, over histograms of the RMS the trained model's norms really
+    receive (`groups`: label -> RMS values). Right: held-out loss against eps (`losses`: eps -> loss), this eps
+    marked. Axes are fixed, so frames for different eps compare (chapter 2)."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+    fig, (ax, ax_loss) = plt.subplots(1, 2, figsize=(7, 2.9), width_ratios=[1.45, 1], layout="constrained")
+    r = torch.logspace(np.log10(rms_range[0]), np.log10(rms_range[1]), 200)
+    bins = np.logspace(np.log10(rms_range[0]), np.log10(rms_range[1]), 50)
+    hist_ax = ax.twinx()
+    for (label, values), colour in zip(groups.items(), ["tab:orange", "tab:green", "tab:purple", "tab:red"]):
+        hist_ax.hist(values.clamp(*rms_range).numpy(), bins=bins, color=colour, alpha=0.45, label=label,
+                     weights=np.full(len(values), 1 / len(values)))
+    hist_ax.set(ylim=(0, 1.0), yticks=[])
+    ax.plot(r, torch.ones_like(r), ":", color="grey", label="eps = 0")
+    ax.plot(r, eps_response(r, eps), color="tab:blue", lw=2, label=f"eps = {eps:g}")
+    ax.axvline(eps ** 0.5, color="tab:blue", lw=0.8, ls="--")
+    ax.set(xscale="log", xlim=rms_range, ylim=(0, 1.1), zorder=hist_ax.get_zorder() + 1, frame_on=False)
+    ax.set_xlabel("RMS of the norm's input", fontsize=9.5)
+    ax.set_ylabel("RMS after dividing", fontsize=9.5)
+    ax.tick_params(labelsize=9)
+    ax.set_title("what the norm does to each size of input", fontsize=10)
+    handles = ax.get_legend_handles_labels()[0] + hist_ax.get_legend_handles_labels()[0]
+    ax.legend(handles=handles, fontsize=9, loc="upper left", framealpha=0.9)
+    xs = sorted(losses)
+    ax_loss.plot(xs, [losses[e] for e in xs], "o-", color="grey", ms=4)
+    ax_loss.plot([eps], [losses[eps]], "o", color="tab:blue", ms=9)
+    ax_loss.axhline(uniform_loss, color="tab:red", ls="--", lw=1)
+    ax_loss.text(min(xs), uniform_loss - 0.1, "uniform guess", color="tab:red", fontsize=9, va="top")
+    ax_loss.set(xscale="log", ylim=(4.5, 9.5))
+    ax_loss.set_xlabel("eps (in every norm)", fontsize=9.5)
+    ax_loss.set_ylabel("held-out loss (nats/token)", fontsize=9.5)
+    ax_loss.tick_params(labelsize=9)
+    ax_loss.set_title(f"eps = {eps:g}: loss {losses[eps]:.3f}", fontsize=10)
+    return fig
 
 
 # --- chapter 3: RoPE rotations -----------------------------------------------------------------------------

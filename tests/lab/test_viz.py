@@ -119,3 +119,141 @@ def test_palette_png_keeps_the_size_and_shrinks_the_file():
     assert Image.open(io.BytesIO(small)).size == Image.open(io.BytesIO(png)).size
     assert len(small) < len(png) and len(Image.open(io.BytesIO(small)).getcolors()) <= 16
     plt.close("all")
+
+
+# --- chapters 1 and 2 (issue 9): architecture diagram, stage frames, top tokens, eps ---------------------------
+
+def _texts(fig):
+    texts = []
+    for ax in fig.axes:
+        legend = ax.get_legend().get_texts() if ax.get_legend() else []
+        texts += [ax.title, ax.xaxis.label, ax.yaxis.label, *ax.texts, *ax.get_xticklabels(), *ax.get_yticklabels(),
+                  *legend]
+    return [t for t in texts if t.get_text()]
+
+
+def _readable(fig, min_points=9, max_width=7.5):
+    assert fig.get_size_inches()[0] <= max_width
+    small = [(t.get_text(), t.get_fontsize()) for t in _texts(fig) if t.get_fontsize() < min_points]
+    assert not small, f"text under {min_points} pt: {small[:3]}"
+
+
+def test_architecture_figure_is_drawn_from_the_config():
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    from minimind import MiniMindConfig
+    from minimind.lab.viz import architecture_figure
+    matplotlib.use("Agg")
+    for config in [MiniMindConfig(), MiniMindConfig(hidden_size=512, num_hidden_layers=4, use_moe=True)]:
+        fig = architecture_figure(config)
+        text = "\n".join(t.get_text() for t in _texts(fig))
+        d, dff = config.hidden_size, config.intermediate_size
+        assert f"× {config.num_hidden_layers}" in text and f"{config.vocab_size} × {d}" in text
+        assert f"k_proj, v_proj {d} → {config.num_key_value_heads * config.head_dim}" in text
+        assert f"[B, S, {config.num_attention_heads}, {config.head_dim}]" in text
+        assert f"{d} → {dff}" in text and f"logits [B, S, {config.vocab_size}]" in text
+        assert ("experts" in text) == config.use_moe
+        _readable(fig)
+        plt.close(fig)
+
+
+def test_stage_figure_shares_one_symmetric_scale_and_labels_rows_with_tokens():
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    from minimind.lab.viz import stage_figure
+    matplotlib.use("Agg")
+    rows = ["<s>", "床 (bed)", "前 (before)"]
+    fig = stage_figure("layers.0 output", torch.randn(1, 3, 16) * 5, rows, vmax=30.0)
+    heat, bars = fig.axes[0], fig.axes[1]
+    norm = heat.images[0].norm
+    assert (norm.vmin, norm.vmax) == (-30.0, 30.0)
+    assert [t.get_text() for t in heat.get_yticklabels()] == rows
+    assert len(fig.axes) == 3 and "[1, 3, 16]" in heat.get_title()  # heat map, RMS bars, colourbar
+    assert bars.get_xlim() == (0.01, 1000) and len(bars.patches) == 3
+    _readable(fig)
+    plt.close(fig)
+
+
+def test_top_tokens_and_their_figure_show_text():
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    from minimind.lab.viz import top_tokens, top_tokens_figure
+    matplotlib.use("Agg")
+    logits = torch.tensor([[0.0, 2.0, 1.0, -1.0], [3.0, 0.5, 0.0, -2.0]])
+    probs, ids = top_tokens(logits, k=2)
+    assert ids.tolist() == [[1, 2], [0, 1]]
+    assert torch.allclose(probs, logits.softmax(-1).gather(1, ids))
+    texts = [["乙", "丙"], ["甲", "乙"]]
+    fig = top_tokens_figure(probs, texts, ["a", "b"], "next tokens")
+    cells = [t.get_text() for t in fig.axes[0].texts]
+    assert cells[0] == f"乙  {probs[0, 0]:.2f}" and len(cells) == 4
+    assert fig.axes[0].images[0].norm.vmax == 1
+    _readable(fig)
+    plt.close(fig)
+
+
+def test_token_labels_and_characters_since_break():
+    from minimind.lab.viz import characters_since_break, token_labels
+
+    class Tokenizer:
+        def decode(self, ids):
+            return {1: "<s>", 7: "明月", 8: "光", 9: "，"}[ids[0]]
+
+    assert token_labels(Tokenizer(), [1, 7, 8], {"明月": "bright moon"}) == ["<s>", "明月 (bright moon)", "光"]
+    assert characters_since_break(["", "床", "前", "明月", "光", "，", "疑是", "\n"]) == [0, 1, 2, 4, 5, 0, 2, 0]
+
+
+def test_norm_input_rms_records_what_every_norm_reads(ids):
+    from minimind.lab.viz import norm_input_rms
+    from minimind.norm import RMSNorm
+    model = tiny_model()
+    seen = norm_input_rms(model, ids)
+    assert set(seen) == {n for n, m in model.named_modules() if isinstance(m, RMSNorm)}
+    with record_residual_stream(model) as stream, torch.no_grad():
+        model(ids)
+    assert torch.allclose(seen["model.layers.0.input_layernorm"], rms(stream[0]["input"]).flatten())
+    assert torch.allclose(seen["model.norm"], rms(stream[1]["output"]).flatten())
+    heads = model.config.num_attention_heads
+    assert seen["model.layers.1.self_attn.q_norm"].shape == (ids.numel() * heads,)
+    assert all(not m._forward_hooks for m in model.modules())  # hooks removed
+
+
+def test_eps_response_is_r_over_root_of_r_squared_plus_eps():
+    from minimind.lab.viz import eps_response
+    r = torch.tensor([0.0, 1e-4, 1e-3, 1.0], dtype=torch.float64)
+    assert torch.allclose(eps_response(r, 1e-6), r / (r ** 2 + 1e-6).sqrt())
+    assert abs(eps_response(torch.tensor([1e-3]), 1e-6).item() - 2 ** -0.5) < 1e-6
+
+
+def test_eps_figure_marks_the_chosen_eps():
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    from minimind.lab.viz import eps_figure
+    matplotlib.use("Agg")
+    groups = {"embedding": torch.rand(50) * 0.1, "stream": 1 + 10 * torch.rand(50)}
+    losses = {1e-6: 5.17, 1e-2: 5.22, 1.0: 8.56}
+    fig = eps_figure(1e-2, groups, losses, uniform_loss=8.76)
+    curve, loss_ax = fig.axes[0], fig.axes[1]
+    assert "loss 5.220" in loss_ax.get_title()
+    assert loss_ax.lines[1].get_xdata()[0] == 1e-2
+    assert [t.get_text() for t in curve.get_legend().get_texts()][-2:] == ["embedding", "stream"]
+    _readable(fig)
+    plt.close(fig)
+
+
+def test_use_cjk_font_puts_the_family_first_when_installed():
+    import matplotlib.pyplot as plt
+
+    from minimind.lab.viz import use_cjk_font
+    before = list(plt.rcParams["font.family"])
+    try:
+        family = use_cjk_font()
+        if family is not None:
+            assert plt.rcParams["font.family"][0] == family
+        assert use_cjk_font("No Such Font Family XY") is None
+    finally:
+        plt.rcParams["font.family"] = before
