@@ -62,10 +62,12 @@ class Attention(nn.Module):
         xv = self.v_proj(x).view(bsz, seq_len, self.n_local_kv_heads, self.head_dim)
         xq, xk = self.q_norm(xq), self.k_norm(xk)
         xq, xk = apply_rotary_pos_emb(xq, xk, *position_embeddings)
+        # region cache
         if past_key_value is not None:  # append this step's keys/values to the cached ones
             xk = torch.cat([past_key_value[0], xk], dim=1)  # [B, S_past + S, n_kv, D]
             xv = torch.cat([past_key_value[1], xv], dim=1)
         present = (xk, xv) if use_cache else None
+        # endregion
         xq = xq.transpose(1, 2)  # [B, H, S, D]
         xk = repeat_kv(xk, self.n_rep).transpose(1, 2)  # [B, H, S_kv, D]
         xv = repeat_kv(xv, self.n_rep).transpose(1, 2)

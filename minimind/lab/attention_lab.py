@@ -1,0 +1,414 @@
+"""What chapter 4's pictures and tables show: masks, attention entropy, head scores, cache sizes, timings.
+
+Pure functions return tensors or numbers and are tested in tests/lab/test_attention_lab.py; the figure functions
+only draw what those return. `attention_parts` reads a model's queries, keys and values with forward hooks.
+"""
+import io
+import math
+import time
+from contextlib import contextmanager
+
+import torch
+import torch.nn.functional as F
+
+from ..attention import causal_mask
+from ..rope import apply_rotary_pos_emb
+
+CJK_FONT_FILES = ["/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc",
+                  "/usr/share/fonts/noto-cjk/NotoSansCJK-Regular.ttc",
+                  "/System/Library/Fonts/PingFang.ttc"]
+
+
+def use_cjk_font() -> str | None:
+    """Let matplotlib draw Chinese tokens: register a CJK font if one is installed; returns its family or None.
+
+    Without one, matplotlib falls back to DejaVu Sans (boxes instead of characters) and its missing-glyph
+    warnings are silenced, so notebook outputs stay the same on any machine.
+    """
+    import logging
+    import os
+    import warnings
+
+    import matplotlib.pyplot as plt
+    from matplotlib import font_manager
+    warnings.filterwarnings("ignore", message="Glyph .* missing from")
+    logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
+    for path in CJK_FONT_FILES:
+        if os.path.exists(path):
+            font_manager.fontManager.addfont(path)
+            family = "Noto Sans CJK SC" if "Noto" in path else "PingFang SC"
+            plt.rcParams["font.family"] = [family, "DejaVu Sans"]
+            return family
+    return None
+
+
+# --- masks ---------------------------------------------------------------------------------------------------
+
+def allowed_keys(q_len: int, kv_len: int, attention_mask=None, device=None) -> torch.Tensor:
+    """[B or 1, q_len, kv_len] booleans from the package's causal_mask: True where a query may look at a key."""
+    return causal_mask(q_len, kv_len, attention_mask, device)[:, 0]
+
+
+def mask_figure(allowed: torch.Tensor, key_labels, title: str, padding=None):
+    """One mask [q_len, kv_len] on the full kv_len x kv_len grid: the queries are its last q_len rows.
+
+    Green: the query may look at the key; grey: blocked; white: a position that is not a query in this call (its
+    keys and values come from the cache). `padding` (booleans [kv_len], optional) hatches the padding keys.
+    Every frame of a widget built from it has the same size for the same kv_len.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+    q_len, kv_len = allowed.shape
+    grid = torch.full((kv_len, kv_len), 2)
+    grid[kv_len - q_len:] = allowed.int()
+    fig, ax = plt.subplots(figsize=(0.42 * kv_len + 2.6, 0.42 * kv_len + 0.9))
+    ax.imshow(grid.numpy(), cmap=ListedColormap(["#d9d9d9", "#74c476", "#ffffff"]), vmin=0, vmax=2)
+    ax.set_xticks(range(kv_len), key_labels, fontsize=10, rotation=90)
+    ax.set_yticks(range(kv_len), key_labels, fontsize=10)
+    ax.set_xticks([x - 0.5 for x in range(1, kv_len)], minor=True)
+    ax.set_yticks([y - 0.5 for y in range(1, kv_len)], minor=True)
+    ax.grid(which="minor", color="#f0f0f0", lw=1.5)
+    ax.tick_params(which="minor", length=0)
+    if padding is not None:
+        for j in torch.nonzero(padding).flatten().tolist():
+            ax.add_patch(plt.Rectangle((j - 0.5, kv_len - q_len - 0.5), 1, q_len, fill=False, hatch="//",
+                                       ec="#888", lw=0))
+    ax.set_xlabel("key (position: token)", fontsize=10)
+    ax.set_ylabel("query (position: token)", fontsize=10)
+    ax.set_title(title, fontsize=10)
+    handles = [Patch(color="#74c476", label="may look"), Patch(color="#d9d9d9", label="blocked (−∞)"),
+               Patch(facecolor="#ffffff", edgecolor="#999", label="not a query in\nthis call (cached)")]
+    if padding is not None:
+        handles.append(Patch(facecolor="#d9d9d9", hatch="//", edgecolor="#888", label="padding key"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=9, frameon=False)
+    return fig
+
+
+# --- scores, entropy ------------------------------------------------------------------------------------------
+
+def attention_entropy(probs: torch.Tensor) -> torch.Tensor:
+    """Entropy in nats of each query's attention distribution [..., S_q, S_kv] -> [..., S_q] (0 log 0 = 0)."""
+    probs = probs.float()
+    return -(probs * probs.clamp_min(1e-30).log()).sum(-1)
+
+
+def softmax_with_mask(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """softmax over keys with blocked keys set to -inf first, in float32."""
+    return F.softmax(scores.float().masked_fill(~allowed, float("-inf")), dim=-1)
+
+
+def scaled_probs(q: torch.Tensor, k: torch.Tensor, multiplier: float = 1.0) -> torch.Tensor:
+    """softmax(multiplier * q k^T / sqrt(D)) under the causal mask, float32: q, k [B, H, S, D] -> [B, H, S, S].
+
+    The KV heads of k must already be repeated to match q. multiplier 1 is the model's own attention.
+    """
+    scores = q.float() @ k.float().transpose(-2, -1) / math.sqrt(q.shape[-1])
+    allowed = allowed_keys(q.shape[-2], k.shape[-2], device=q.device)[:, None]  # [1, 1, S, S]
+    return softmax_with_mask(multiplier * scores, allowed)
+
+
+def entropy_against_scale(q: torch.Tensor, k: torch.Tensor, multipliers) -> torch.Tensor:
+    """Mean attention entropy (nats) of scaled_probs(q, k, m) for each m; the first query (entropy 0) is skipped."""
+    return torch.stack([attention_entropy(scaled_probs(q, k, m))[..., 1:].mean() for m in multipliers])
+
+
+def softmax_slope(probs: torch.Tensor) -> float:
+    """Mean over queries (the first skipped) of sum_j p_j (1 - p_j): the diagonal of the softmax's Jacobian.
+
+    How strongly the weights respond to their own scores, i.e. how much gradient reaches the scores: 0 for a
+    one-hot row, 1 - 1/n for n equal weights.
+    """
+    probs = probs.float()
+    return (probs * (1 - probs)).sum(-1)[..., 1:].mean().item()
+
+
+def uniform_entropy(seq_len: int) -> float:
+    """Mean entropy of causal attention spread evenly over the visible keys, queries 1..seq_len-1: mean ln(i+1)."""
+    return sum(math.log(i + 1) for i in range(1, seq_len)) / (seq_len - 1)
+
+
+def score_stages(q: torch.Tensor, k: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
+    """One head's [S, D] queries and keys through the four stages of attention, each [S, S].
+
+    raw q·k -> divided by sqrt(D) -> future set to -inf -> softmax (probabilities).
+    """
+    raw = q.float() @ k.float().T
+    scaled = raw / math.sqrt(q.shape[-1])
+    allowed = allowed_keys(q.shape[0], k.shape[0])[0]
+    masked = scaled.masked_fill(~allowed, float("-inf"))
+    return [("raw scores q·k", raw), ("scaled q·k / √d", scaled), ("masked: future = −∞", masked),
+            ("softmax: probabilities", F.softmax(masked, dim=-1))]
+
+
+@contextmanager
+def scaled_queries(model, factor: float):
+    """Multiply every layer's q_norm gain by `factor` inside the block (factor √d undoes the 1/√d); restores it."""
+    gains = [layer.self_attn.q_norm.weight for layer in model.model.layers]
+    saved = [g.detach().clone() for g in gains]
+    try:
+        with torch.no_grad():
+            for g in gains:
+                g.mul_(factor)
+        yield model
+    finally:
+        with torch.no_grad():
+            for g, s in zip(gains, saved):
+                g.copy_(s)
+
+
+@torch.no_grad()
+def attention_parts(model, input_ids) -> list[dict]:
+    """Per layer, what its attention computes on `input_ids` (no cache), read with forward hooks.
+
+    q_proj / k_proj: projections before QK-Norm [B, S, H or n_kv, D]; q [B, H, S, D] and k, v [B, n_kv, S, D]:
+    after QK-Norm and RoPE (k) as the attention uses them, before repeat_kv. Returned on the CPU in float32.
+    """
+    captured, handles = [], []
+    for layer in model.model.layers:
+        attn, record = layer.self_attn, {}
+        captured.append(record)
+        for name, module in [("q_proj", attn.q_proj), ("k_proj", attn.k_proj), ("v", attn.v_proj),
+                             ("q_normed", attn.q_norm), ("k_normed", attn.k_norm)]:
+            handles.append(module.register_forward_hook(
+                lambda mod, args, out, name=name, record=record: record.__setitem__(name, out.detach())))
+    try:
+        model(input_ids, logits_to_keep=1)
+    finally:
+        for h in handles:
+            h.remove()
+    seq_len = input_ids.shape[1]
+    cos, sin = model.model.freqs_cos[:seq_len], model.model.freqs_sin[:seq_len]
+    parts = []
+    for layer, record in zip(model.model.layers, captured):
+        attn = layer.self_attn
+        bsz = input_ids.shape[0]
+        q, k = apply_rotary_pos_emb(record["q_normed"], record["k_normed"], cos, sin)
+        part = {"q_proj": record["q_proj"].view(bsz, seq_len, attn.n_local_heads, attn.head_dim),
+                "k_proj": record["k_proj"].view(bsz, seq_len, attn.n_local_kv_heads, attn.head_dim),
+                "q": q.transpose(1, 2), "k": k.transpose(1, 2),
+                "v": record["v"].view(bsz, seq_len, attn.n_local_kv_heads, attn.head_dim).transpose(1, 2)}
+        parts.append({name: t.float().cpu() for name, t in part.items()})
+    return parts
+
+
+# --- what heads do ----------------------------------------------------------------------------------------------
+
+def head_targets(input_ids: torch.Tensor, punctuation_ids, start_id: int = 1) -> dict[str, torch.Tensor]:
+    """Named patterns of keys, each [B, S, S] booleans: for each query, the key(s) a head of that kind would pick.
+
+    previous token: key i-1; same token: key i; start: the <|im_start|> key; line opener: the most recent
+    punctuation key strictly before the query, or the start token when no punctuation came yet (what opened the
+    current line).
+    """
+    bsz, seq_len = input_ids.shape
+    pos = torch.arange(seq_len)
+    is_start = input_ids == start_id
+    targets = {
+        "previous token": (pos[None, :] == pos[:, None] - 1).expand(bsz, seq_len, seq_len),
+        "same token": (pos[None, :] == pos[:, None]).expand(bsz, seq_len, seq_len),
+        "start": is_start[:, None, :] & (pos[None, :] <= pos[:, None])[None],
+    }
+    is_opener = torch.isin(input_ids, torch.as_tensor(list(punctuation_ids))) | is_start
+    latest = torch.full((bsz,), -1)
+    latest_before = torch.empty(bsz, seq_len, dtype=torch.long)
+    for i in range(seq_len):  # position of the most recent opener before query i (-1: none)
+        latest_before[:, i] = latest
+        latest = torch.where(is_opener[:, i], torch.full_like(latest, i), latest)
+    targets["line opener"] = pos[None, None, :] == latest_before[:, :, None]
+    return targets
+
+
+def head_scores(probs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Attention mass each head puts on the target keys, averaged over the queries that have one: [B, H, S, S] -> [H].
+
+    target: [B, S, S] booleans (head_targets). Queries with no target key are left out.
+    """
+    mass = (probs.float() * target[:, None]).sum(-1)  # [B, H, S]
+    has_target = target.any(-1)  # [B, S]
+    return mass.transpose(0, 1)[:, has_target].mean(-1)
+
+
+def chance_score(target: torch.Tensor, allowed: torch.Tensor | None = None) -> float:
+    """The head_scores of a head spreading its attention evenly over the keys it may see (the baseline)."""
+    seq_len = target.shape[-1]
+    allowed = allowed_keys(seq_len, seq_len)[0] if allowed is None else allowed
+    uniform = allowed.float() / allowed.float().sum(-1, keepdim=True)  # [S, S] or [B, S, S]
+    uniform = uniform.expand(target.shape)[:, None]  # [B, 1, S, S]
+    return head_scores(uniform, target).item()
+
+
+def attention_grid_figure(probs: list[torch.Tensor], tokens: list[str], marked: list[int], title: str):
+    """d2l-style grid: one heat map per layer (rows) and head (columns), probs[l] [H, S, S], colour 0..1 for all.
+
+    Only the positions in `marked` (e.g. the start token and the punctuation) get tick labels, token and position.
+    """
+    import matplotlib.pyplot as plt
+    layers, heads = len(probs), probs[0].shape[0]
+    fig, axes = plt.subplots(layers, heads, figsize=(1.6 * heads + 1.2, 1.6 * layers + 0.6), sharex=True, sharey=True)
+    fig.subplots_adjust(left=0.12, right=0.86, bottom=0.1, top=0.9, wspace=0.08, hspace=0.08)
+    for l in range(layers):
+        for h in range(heads):
+            ax = axes[l, h]
+            image = ax.imshow(probs[l][h].float().numpy(), cmap="viridis", vmin=0, vmax=1)
+            ax.set_xticks(marked, [f"{tokens[i]}{i}" for i in marked], fontsize=9, rotation=90)
+            ax.set_yticks(marked, [f"{tokens[i]}{i}" for i in marked], fontsize=9)
+            ax.tick_params(length=2, pad=1)
+            if l == 0:
+                ax.set_title(f"head {h}", fontsize=10)
+            if h == 0:
+                ax.set_ylabel(f"layer {l}", fontsize=10)
+    fig.colorbar(image, cax=fig.add_axes([0.88, 0.25, 0.02, 0.5]), label="attention probability")
+    fig.text(0.49, 0.005, "key (looked at)", ha="center", fontsize=10)
+    fig.text(0.015, 0.49, "query (looking)", va="center", rotation=90, fontsize=10)
+    fig.suptitle(title, fontsize=11)
+    return fig
+
+
+def heatmap_frames(matrices, tokens: list[str], titles: list[str], vmin=0.0, vmax=1.0, cmap="viridis",
+                   label="attention probability", dpi=80, colors=256) -> list[bytes]:
+    """PNG frames of [S, S] matrices with tokens as text on both axes, one colour scale for all frames.
+
+    The axes, labels and colourbar are drawn once; each frame redraws only the image and the title (blitting),
+    which is many times faster than drawing a figure per frame. -inf is drawn grey.
+    """
+    import matplotlib.pyplot as plt
+    cmap = plt.get_cmap(cmap).with_extremes(bad="#bdbdbd")
+    fig, ax = plt.subplots(figsize=(4.9, 4.5), dpi=dpi)
+    image = ax.imshow(torch.zeros(len(tokens), len(tokens)).numpy(), cmap=cmap, vmin=vmin, vmax=vmax)
+    ax.set_xticks(range(len(tokens)), tokens, fontsize=10, rotation=90)
+    ax.set_yticks(range(len(tokens)), tokens, fontsize=10)
+    ax.set_xlabel("key (looked at)", fontsize=10), ax.set_ylabel("query (looking)", fontsize=10)
+    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.03, label=label)
+    title = ax.set_title(max(titles, key=len), fontsize=10)  # lay out for the longest title, then blank it
+    fig.tight_layout()
+    title.set_text("")
+    fig.canvas.draw()
+    background = fig.canvas.copy_from_bbox(fig.bbox)
+    frames = []
+    for matrix, text in zip(matrices, titles):
+        fig.canvas.restore_region(background)
+        shown = matrix.float().clone()
+        shown[torch.isinf(shown)] = float("nan")
+        image.set_data(shown.numpy())
+        title.set_text(text)
+        ax.draw_artist(image), ax.draw_artist(title)
+        frames.append(_canvas_png(fig, colors))
+    plt.close(fig)
+    return frames
+
+
+def _canvas_png(fig, colors: int = 256) -> bytes:
+    """The figure's canvas as it was last drawn (blitting included), as a palette PNG."""
+    from PIL import Image
+    width, height = fig.canvas.get_width_height(physical=True)
+    picture = Image.frombuffer("RGBA", (width, height), bytes(fig.canvas.buffer_rgba())).convert("RGB")
+    buffer = io.BytesIO()
+    picture.quantize(colors=colors).save(buffer, format="PNG", optimize=True)
+    return buffer.getvalue()
+
+
+def gqa_figure(num_heads: int, num_kv_heads: int, title: str):
+    """Which query heads read which key/value head: head h uses KV head h // (num_heads // num_kv_heads)."""
+    import matplotlib.pyplot as plt
+    n_rep = num_heads // num_kv_heads
+    colors = plt.get_cmap("tab10")
+    fig, ax = plt.subplots(figsize=(6.5, 2.2))
+    for h in range(num_heads):
+        kv = h // n_rep
+        kv_x = (kv + 0.5) * num_heads / num_kv_heads - 0.5
+        ax.plot([h, kv_x], [1, 0], color=colors(kv % 10), lw=1.5)
+        ax.add_patch(plt.Circle((h, 1), 0.28, color=colors(kv % 10)))
+        ax.text(h, 1, f"q{h}", ha="center", va="center", fontsize=9, color="white")
+    for kv in range(num_kv_heads):
+        kv_x = (kv + 0.5) * num_heads / num_kv_heads - 0.5
+        ax.add_patch(plt.Rectangle((kv_x - 0.45, -0.25), 0.9, 0.5, color=colors(kv % 10)))
+        ax.text(kv_x, 0, f"kv{kv}", ha="center", va="center", fontsize=9, color="white")
+    ax.text(num_heads - 0.3, 1, "query heads", va="center", fontsize=9)
+    ax.text(num_heads - 0.3, 0, "key/value heads", va="center", fontsize=9)
+    ax.set(xlim=(-0.6, num_heads + 2.2), ylim=(-0.5, 1.5), aspect="equal")
+    ax.axis("off")
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
+# --- sizes and timings --------------------------------------------------------------------------------------------
+
+def kv_cache_bytes(config, seq_len: int, batch: int = 1, bytes_per_value: int = 2) -> int:
+    """Bytes of the KV-cache: keys and values, every layer, [batch, seq_len, n_kv, head_dim] each."""
+    return 2 * config.num_hidden_layers * batch * seq_len * config.num_key_value_heads * config.head_dim * bytes_per_value
+
+
+def scores_bytes(batch: int, heads: int, q_len: int, kv_len: int, bytes_per_value: int = 4) -> int:
+    """Bytes of one layer's [B, H, q_len, kv_len] score (or probability) matrix, which the fused path never stores."""
+    return batch * heads * q_len * kv_len * bytes_per_value
+
+
+def best_time(fn, repeats: int = 5, warmup: int = 1) -> float:
+    """The fastest of `repeats` calls of fn() in seconds (after `warmup` calls): the least disturbed by other work."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+# --- the KV-cache (chapter 4b) ------------------------------------------------------------------------------------
+
+def concat_append(cache: torch.Tensor | None, new: torch.Tensor) -> torch.Tensor:
+    """What MiniMind's cache does each step: a new tensor holding the old positions and the new ones (a full copy)."""
+    return new if cache is None else torch.cat([cache, new], dim=1)
+
+
+class PreallocatedCache:
+    """A cache that reserves [B, max_len, n_kv, D] once and writes each step's positions in place (no copy)."""
+
+    def __init__(self, batch: int, max_len: int, num_kv_heads: int, head_dim: int, dtype=torch.float32):
+        self.buffer = torch.zeros(batch, max_len, num_kv_heads, head_dim, dtype=dtype)
+        self.length = 0
+
+    def append(self, new: torch.Tensor) -> torch.Tensor:
+        """Write `new` [B, S_new, n_kv, D] after the cached positions; returns a view of all cached positions."""
+        end = self.length + new.shape[1]
+        if end > self.buffer.shape[1]:
+            raise ValueError(f"cache full: {end} positions needed, {self.buffer.shape[1]} reserved")
+        self.buffer[:, self.length:end] = new
+        self.length = end
+        return self.buffer[:, :end]
+
+
+def cache_frames(keys: torch.Tensor, tokens: list[str], prompt_len: int, dims: int = 32, dpi=80) -> list[bytes]:
+    """One frame per decode step: the cached keys [S, D] of one head, rows filled up to that step (grey: empty).
+
+    Frame 0 is the prefill (prompt_len rows); frame t adds row prompt_len + t - 1. One colour scale for all frames.
+    """
+    import matplotlib.pyplot as plt
+    keys = keys[:, :dims].float().cpu()
+    limit = keys.abs().max().item()
+    cmap = plt.get_cmap("RdBu_r").with_extremes(bad="#e0e0e0")
+    fig, ax = plt.subplots(figsize=(6.4, 0.22 * len(tokens) + 1.3), dpi=dpi)
+    image = ax.imshow(torch.full_like(keys, float("nan")).numpy(), cmap=cmap, vmin=-limit, vmax=limit, aspect="auto")
+    ax.set_yticks(range(len(tokens)), [f"{i}: {t}" for i, t in enumerate(tokens)], fontsize=9)
+    ax.set_xlabel(f"key dimension (the first {dims})", fontsize=10)
+    fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02, label="key value")
+    title = ax.set_title("x" * 60, fontsize=10)
+    fig.tight_layout()
+    title.set_text("")
+    fig.canvas.draw()
+    background = fig.canvas.copy_from_bbox(fig.bbox)  # axes, labels, colourbar: drawn once
+    frames = []
+    for filled in range(prompt_len, len(tokens) + 1):
+        fig.canvas.restore_region(background)
+        shown = keys.clone()
+        shown[filled:] = float("nan")
+        image.set_data(shown.numpy())
+        step = filled - prompt_len
+        title.set_text(f"{'prefill' if step == 0 else f'decode step {step}'}: {filled} positions cached"
+                       + ("" if step == 0 else f", newest: {tokens[filled - 1]}"))
+        ax.draw_artist(image), ax.draw_artist(title)
+        frames.append(_canvas_png(fig))
+    plt.close(fig)
+    return frames

@@ -1,0 +1,119 @@
+"""minimind/lab/attention_lab.py: the pure functions behind chapter 4's pictures, checked against the model."""
+import math
+
+import pytest
+import torch
+
+from model_helpers import tiny_model
+from minimind.attention import causal_mask, repeat_kv
+from minimind.lab import attention_lab as lab
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_allowed_keys_is_the_package_mask():
+    assert torch.equal(lab.allowed_keys(3, 5)[0], causal_mask(3, 5)[0, 0])
+    padded = lab.allowed_keys(4, 4, torch.tensor([[0, 1, 1, 1], [1, 1, 1, 1]]))
+    assert padded.shape == (2, 4, 4) and not padded[0, 1:, 0].any() and padded[0, 0].all()
+
+
+def test_entropy_and_slope_of_known_distributions():
+    uniform = torch.full((1, 4), 0.25)
+    one_hot = torch.tensor([[0.0, 1.0, 0.0, 0.0]])
+    assert lab.attention_entropy(uniform).item() == pytest.approx(math.log(4))
+    assert lab.attention_entropy(one_hot).item() == 0
+    rows = torch.stack([torch.tensor([1.0, 0, 0, 0]), torch.full((4,), 0.25)])  # query 0 is skipped
+    assert lab.softmax_slope(rows) == pytest.approx(0.75)
+    assert lab.softmax_slope(torch.stack([torch.tensor([1.0, 0]), torch.tensor([0.0, 1])])) == 0
+
+
+def test_scaled_probs_reproduce_the_model_and_entropy_falls_with_scale():
+    model = tiny_model()
+    ids = torch.randint(0, 320, (2, 9), generator=torch.Generator().manual_seed(1))
+    parts = lab.attention_parts(model, ids)
+    out = model(ids, output_attentions=True)
+    n_rep = model.config.num_attention_heads // model.config.num_key_value_heads
+    for part, probs in zip(parts, out.attentions):
+        assert part["q"].shape == (2, 4, 9, 16) and part["k"].shape == (2, 2, 9, 16)
+        assert part["q_proj"].shape == (2, 9, 4, 16)
+        k = repeat_kv(part["k"].transpose(1, 2), n_rep).transpose(1, 2)
+        assert torch.allclose(lab.scaled_probs(part["q"], k), probs.detach(), atol=1e-5)
+    entropies = lab.entropy_against_scale(parts[0]["q"], k := repeat_kv(parts[0]["k"].transpose(1, 2), n_rep)
+                                          .transpose(1, 2), [0.0, 1.0, 4.0, 16.0])
+    assert entropies[0].item() == pytest.approx(lab.uniform_entropy(9), rel=1e-5)
+    assert (entropies[1:] < entropies[:-1]).all()
+
+
+def test_scaled_queries_scales_scores_and_restores_the_model():
+    model = tiny_model()
+    ids = torch.randint(0, 320, (1, 7), generator=torch.Generator().manual_seed(2))
+    before = [p.detach().clone() for p in model.parameters()]
+    part = lab.attention_parts(model, ids)[0]
+    k = repeat_kv(part["k"].transpose(1, 2), 2).transpose(1, 2)
+    with torch.no_grad(), lab.scaled_queries(model, 3.0):
+        inside = model(ids, output_attentions=True).attentions[0]
+    assert torch.allclose(inside, lab.scaled_probs(part["q"], k, 3.0), atol=1e-5)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_score_stages():
+    torch.manual_seed(0)
+    q, k = torch.randn(5, 4), torch.randn(5, 4)
+    (_, raw), (_, scaled), (_, masked), (_, probs) = lab.score_stages(q, k)
+    assert torch.allclose(scaled, raw / 2)
+    assert torch.isinf(masked).sum() == 10 and torch.equal(masked[2, :3], scaled[2, :3])
+    assert torch.allclose(probs.sum(-1), torch.ones(5)) and probs[0, 0] == 1
+
+
+def test_head_targets_scores_and_chance():
+    ids = torch.tensor([[1, 10, 11, 7, 12, 13]])  # <s> a b ， c d   (7 = punctuation)
+    targets = lab.head_targets(ids, punctuation_ids=[7])
+    assert targets["previous token"][0, 3].nonzero().flatten().tolist() == [2]
+    assert targets["same token"][0, 4].nonzero().flatten().tolist() == [4]
+    assert targets["start"][0, 5].nonzero().flatten().tolist() == [0]
+    opener = targets["line opener"][0]
+    assert [row.nonzero().flatten().tolist() for row in opener] == [[], [0], [0], [0], [3], [3]]
+    previous = targets["previous token"].float()[:, None]  # a perfect previous-token head
+    assert lab.head_scores(previous, targets["previous token"]).item() == pytest.approx(1.0)
+    expected_chance = sum(1 / (i + 1) for i in range(1, 6)) / 5  # query i spreads over i + 1 keys
+    assert lab.chance_score(targets["previous token"]) == pytest.approx(expected_chance)
+
+
+def test_sizes_match_real_tensors():
+    model = tiny_model()
+    ids = torch.randint(0, 320, (3, 10), generator=torch.Generator().manual_seed(3))
+    out = model(ids, use_cache=True, output_attentions=True)
+    cached = sum(k.nbytes + v.nbytes for k, v in out.past_key_values)
+    assert cached == lab.kv_cache_bytes(model.config, 10, batch=3, bytes_per_value=4)
+    assert out.attentions[0].nbytes == lab.scores_bytes(3, 4, 10, 10, bytes_per_value=4)
+
+
+def test_concatenating_and_preallocated_caches_agree():
+    reserved, grown = lab.PreallocatedCache(2, 6, 3, 4), None
+    for n in (2, 1, 3):
+        piece = torch.randn(2, n, 3, 4)
+        grown, view = lab.concat_append(grown, piece), reserved.append(piece)
+        assert torch.equal(grown, view)
+    with pytest.raises(ValueError, match="cache full"):
+        reserved.append(torch.randn(2, 1, 3, 4))
+
+
+def test_best_time_is_positive():
+    assert 0 <= lab.best_time(lambda: sum(range(100)), repeats=2) < 1
+
+
+def test_figures_and_frames():
+    import matplotlib
+    matplotlib.use("agg")
+    import matplotlib.pyplot as plt
+    lab.use_cjk_font()  # a family name, or None where no CJK font is installed
+    tokens = ["<s>", "a", "，", "b"]
+    probs = torch.softmax(torch.randn(3, 4, 4), -1)
+    frames = lab.heatmap_frames(list(probs), tokens, ["one", "two", "three"])
+    assert len(frames) == 3 and all(f.startswith(PNG) for f in frames)
+    assert len(lab.cache_frames(torch.randn(4, 8), tokens, prompt_len=2, dims=8)) == 3  # prefill + 2 steps
+    for fig in [lab.mask_figure(causal_mask(2, 4)[0, 0], tokens, "cache", padding=torch.tensor([1, 0, 0, 0]) == 1),
+                lab.attention_grid_figure([probs[:2], probs[1:]], tokens, [0, 2], "grid"),
+                lab.gqa_figure(8, 4, "gqa")]:
+        assert fig.axes
+        plt.close(fig)
