@@ -237,7 +237,7 @@ def share_history_figure(variant: str, steps, shares, val_curves: dict, window=1
     for layer in range(layers):
         ax = fig.add_subplot(grid[layer % 2, 1 + layer // 2])
         for e in range(num_experts):
-            ax.plot(steps, smooth[:, layer, e], color=EXPERT_COLOURS[e], lw=1.2, label=f"expert {e}")
+            ax.plot(steps, smooth[:, layer, e], color=EXPERT_COLOURS[e], lw=1.5, label=f"expert {e}")
         ax.axhline(1 / num_experts, color="grey", lw=0.8, ls="--")
         ax.set_ylim(0, 1)
         ax.set_title(f"layer {layer}", fontsize=9)
@@ -247,7 +247,9 @@ def share_history_figure(variant: str, steps, shares, val_curves: dict, window=1
         if layer // 2 == 0:
             ax.set_ylabel("share of tokens", fontsize=9)
     handles, names = ax.get_legend_handles_labels()
-    fig.legend(handles, names, loc="lower center", ncol=num_experts, fontsize=9, frameon=False,
-               bbox_to_anchor=(0.62, -0.04))
+    legend = fig.legend(handles, names, loc="lower center", ncol=num_experts, fontsize=9, frameon=False,
+                        bbox_to_anchor=(0.62, -0.04))
+    for handle in legend.legend_handles:
+        handle.set_linewidth(4)  # thick enough to keep its colour in a reduced palette
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     return fig
