@@ -363,36 +363,52 @@ def rope_pair_angles(position: int, freqs: torch.Tensor, pairs) -> torch.Tensor:
 
 def rotation_figure(query_pos: int, key_pos: int, freqs: torch.Tensor, pairs, score: float,
                     q_start=None, k_start=None, curve=None):
-    """Arrows for a query and a key in several 2-D pairs, and their RoPE dot product in the title.
+    """Arrows for a query (blue) and a key (orange) in several 2-D pairs, and their RoPE dot product in the title.
 
     q_start / k_start: the pairs' angles before rotation (default 0). curve = (distances, scores) adds a panel
-    plotting q·k against distance, with the current distance marked.
+    plotting q·k against distance, with the current distance marked. At most 7.5 in wide with text >= 9 pt, so it
+    stays readable in the book's ~700 px column; a legend names the two arrows. The circles share one axes (with
+    quiver arrows): a widget draws a dozen of these figures.
     """
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
     q_start = torch.zeros(len(freqs)) if q_start is None else q_start
     k_start = torch.zeros(len(freqs)) if k_start is None else k_start
-    panels = len(pairs) + (curve is not None)
-    fig, axes = plt.subplots(1, panels, figsize=(1.9 * len(pairs) + 2.8 * (curve is not None), 2.4),
-                             layout="constrained",
-                             gridspec_kw={"width_ratios": [1] * len(pairs) + [1.6] * (curve is not None)})
-    for ax, pair, q_angle, k_angle in zip(axes, pairs, rope_pair_angles(query_pos, freqs, pairs),
-                                           rope_pair_angles(key_pos, freqs, pairs)):
-        for angle, color in [(q_start[pair] + q_angle, "tab:blue"), (k_start[pair] + k_angle, "tab:orange")]:
-            ax.annotate("", xy=(torch.cos(angle), torch.sin(angle)), xytext=(0, 0),
-                        arrowprops=dict(arrowstyle="->", color=color, lw=2))
-        ax.add_patch(plt.Circle((0, 0), 1, fill=False, ls=":", color="grey"))
-        ax.set(xlim=(-1.2, 1.2), ylim=(-1.2, 1.2), aspect="equal", xticks=[], yticks=[])
-        ax.set_title(f"pair {pair}\nθ={freqs[pair]:.2g}", fontsize=8)
+    side, curve_width = (1.2 if curve is not None else 1.6), 2.5 * (curve is not None)  # inches
+    arrows_width = side * len(pairs)
+    width, height = arrows_width + curve_width, side + 1.2  # bottom 0.45 in: legend; top 0.75 in: titles
+    fig = plt.figure(figsize=(width, height))
+    ax = fig.add_axes([0, 0.45 / height, arrows_width / width, side / height])
+    ax.set(xlim=(-1.25, 2.5 * len(pairs) - 1.25), ylim=(-1.25, 1.25), aspect="equal")
+    ax.set_axis_off()
+    q_angles = q_start[list(pairs)] + rope_pair_angles(query_pos, freqs, pairs)
+    k_angles = k_start[list(pairs)] + rope_pair_angles(key_pos, freqs, pairs)
+    centres = torch.arange(len(pairs)) * 2.5
+    for centre, pair in zip(centres.tolist(), pairs):
+        ax.add_patch(plt.Circle((centre, 0), 1, fill=False, ls=":", color="grey"))
+        ax.text(centre, 1.15, f"pair {pair}\nθ = {freqs[pair]:.2g}", ha="center", va="bottom", fontsize=10)
+    # the query is drawn wider, below the key: where the two coincide, both stay visible
+    for angles, color, inches in [(q_angles, "tab:blue", 0.045), (k_angles, "tab:orange", 0.025)]:
+        ax.quiver(centres, torch.zeros(len(pairs)), torch.cos(angles), torch.sin(angles), color=color,
+                  angles="xy", scale_units="xy", scale=1, width=inches / arrows_width, headwidth=3.5,
+                  headlength=4.5)
     if curve is not None:
         distances, scores = curve
-        ax = axes[-1]
+        ax = fig.add_axes([(arrows_width + 0.55) / width, 0.6 / height, (curve_width - 0.65) / width,
+                           (side + 0.3) / height])
         ax.plot(distances, scores, color="grey", lw=1)
-        ax.plot([query_pos - key_pos], [score], "o", color="tab:red")
+        ax.plot([query_pos - key_pos], [score], "o", color="black")
         ax.set_xscale("symlog", linthresh=1)
-        ax.set_xlabel("distance m − n", fontsize=8), ax.set_ylabel("q·k", fontsize=8)
-        ax.tick_params(labelsize=7)
-    fig.suptitle(f"query at {query_pos}, key at {key_pos} (distance {query_pos - key_pos}):  q·k = {score:.2f}",
-                 fontsize=9)
+        ticks = [0] + [10 ** e for e in range(len(str(int(max(distances)))))]  # 0, 1, 10, ... up to the largest
+        ax.set_xticks(ticks, [str(t) for t in ticks])  # plain labels: mathtext powers are slow to draw
+        ax.set_xlabel("distance m − n (tokens)", fontsize=9), ax.set_ylabel("q·k", fontsize=9)
+        ax.tick_params(labelsize=9)
+    arrows = [Line2D([], [], color="tab:blue", lw=2, label=f"query q at position {query_pos}"),
+              Line2D([], [], color="tab:orange", lw=2, label=f"key k at position {key_pos}")]
+    fig.legend(handles=arrows, loc="lower center", bbox_to_anchor=(arrows_width / 2 / width, 0), ncols=2,
+               fontsize=9, frameon=False)
+    fig.suptitle(f"distance {query_pos - key_pos}:  q·k = {score:.2f}", fontsize=10, y=1 - 0.05 / height,
+                 va="top")
     return fig
 
 
@@ -408,6 +424,35 @@ def rope_score(q: torch.Tensor, k: torch.Tensor, cos, sin, query_pos: int, key_p
     q_rot, _ = apply_rotary_pos_emb(q, q, cos[query_pos:query_pos + 1], sin[query_pos:query_pos + 1])
     _, k_rot = apply_rotary_pos_emb(k, k, cos[key_pos:key_pos + 1], sin[key_pos:key_pos + 1])
     return float((q_rot * k_rot).sum())
+
+
+def rope_scores(q: torch.Tensor, k: torch.Tensor, cos, sin, query_positions, key_positions) -> torch.Tensor:
+    """rope_score for many position pairs at once: entry j has q at query_positions[j] and k at key_positions[j]."""
+    from ..rope import apply_rotary_pos_emb
+    query_positions, key_positions = torch.as_tensor(query_positions), torch.as_tensor(key_positions)
+    n = len(query_positions)
+    q, k = q.view(1, 1, 1, -1).expand(1, n, 1, -1), k.view(1, 1, 1, -1).expand(1, n, 1, -1)  # [1, n, 1, D]
+    q_rot, _ = apply_rotary_pos_emb(q, q, cos[query_positions], sin[query_positions])
+    _, k_rot = apply_rotary_pos_emb(k, k, cos[key_positions], sin[key_positions])
+    return (q_rot * k_rot).sum(-1).flatten()  # [n]
+
+
+def changed_fraction(angle_steps, dtype, samples: int = 4096, seed: int = 0) -> torch.Tensor:
+    """For each angle step: the fraction of random unit pairs whose `dtype` numbers change when RoPE turns them by it.
+
+    Vector, tables and arithmetic all in `dtype`, as in a model run in that dtype; a turn that changes no bit of a
+    pair is invisible to everything after it.
+    """
+    from ..rope import apply_rotary_pos_emb
+    angles = torch.rand(samples, generator=torch.Generator().manual_seed(seed)) * 2 * torch.pi
+    x = unit_pairs(angles).to(dtype).view(1, 1, 1, -1)  # [1, 1, 1, 2 * samples]: `samples` pairs (i, i + samples)
+    fractions = []
+    for step in torch.as_tensor(angle_steps, dtype=torch.float64).tolist():
+        turn = torch.full((1, 2 * samples), step, dtype=torch.float64)
+        turned, _ = apply_rotary_pos_emb(x, x, turn.cos().to(dtype), turn.sin().to(dtype))
+        changed = (turned != x).view(2, samples).any(0)
+        fractions.append(changed.float().mean())
+    return torch.stack(fractions)
 
 
 @torch.no_grad()

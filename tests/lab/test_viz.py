@@ -7,8 +7,8 @@ from model_helpers import tiny_model
 from minimind.lab.probes import record_residual_stream, rms
 from minimind.rope import precompute_freqs_cis, rope_frequencies
 from minimind.loss import token_losses
-from minimind.lab.viz import (bucket_means, norm_readings, rope_score, rotation_figure, unit_pairs,
-                          windowed_token_losses)
+from minimind.lab.viz import (bucket_means, changed_fraction, norm_readings, rope_score, rope_scores,
+                              rotation_figure, unit_pairs, windowed_token_losses)
 
 
 def test_frame_player_links_slider_and_stack():
@@ -94,14 +94,53 @@ def test_bucket_means_average_batch_and_blocks_skipping_nan():
     assert torch.equal(bucket_means(values, 4), torch.tensor([2.0, 5.5, 8.5]))
 
 
-def test_rotation_figure_panels():
+def test_rotation_figure_panels_legend_and_readable_text():
     import matplotlib
+    import matplotlib.pyplot as plt
     matplotlib.use("Agg")
-    freqs = rope_frequencies(8, 1e4)
+    freqs = rope_frequencies(96, 1e6)
     fig = rotation_figure(5, 2, freqs, [0, 3], score=1.0)
-    assert len(fig.axes) == 2
-    fig = rotation_figure(5, 2, freqs, [0, 3], score=1.0, q_start=torch.ones(4), curve=([0, 1, 3], [2, 1, 0]))
-    assert len(fig.axes) == 3 and "distance 3" in fig._suptitle.get_text()
+    assert len(fig.axes) == 1 and [t.get_text() for t in fig.axes[0].texts] == ["pair 0\nθ = 1", "pair 3\nθ = 0.42"]
+    plt.close(fig)
+    for pairs in ([0, 8, 16, 24], [0, 3]):
+        fig = rotation_figure(100, 97, freqs, pairs, score=1.0, q_start=torch.ones(48),
+                              curve=([0, 1, 3, 1000], [2, 1, 0, 0]))
+        arrows, curve = fig.axes
+        assert len(arrows.texts) == len(pairs) and "distance 3" in fig._suptitle.get_text()
+        blue, orange = arrows.collections  # one quiver per vector, one arrow per pair
+        assert blue.N == orange.N == len(pairs)
+        legend = [t.get_text() for t in fig.legends[0].get_texts()]
+        assert legend == ["query q at position 100", "key k at position 97"]
+        assert [line.get_color() for line in fig.legends[0].get_lines()] == ["tab:blue", "tab:orange"]
+        assert [t.get_text() for t in curve.get_xticklabels()] == ["0", "1", "10", "100", "1000"]
+        assert fig.get_size_inches()[0] <= 7.5  # the book's ~700 px column at 80-100 dpi
+        texts = [fig._suptitle, *fig.legends[0].get_texts()]
+        for ax in fig.axes:
+            texts += [ax.title, ax.xaxis.label, ax.yaxis.label, *ax.texts, *ax.get_xticklabels(),
+                      *ax.get_yticklabels()]
+        small = [(t.get_text(), t.get_fontsize()) for t in texts if t.get_text() and t.get_fontsize() < 9]
+        assert not small, f"text under 9 pt: {small}"
+        plt.close(fig)
+
+
+def test_rope_scores_is_rope_score_for_many_position_pairs():
+    cos, sin = precompute_freqs_cis(16, 300, 1e4)
+    q, k = torch.randn(16, generator=torch.Generator().manual_seed(0)), torch.randn(16)
+    query_positions, key_positions = [7, 40, 299, 3], [2, 35, 0, 10]
+    scores = rope_scores(q, k, cos, sin, query_positions, key_positions)
+    assert scores.shape == (4,)
+    expected = [rope_score(q, k, cos, sin, m, n) for m, n in zip(query_positions, key_positions)]
+    assert torch.allclose(scores, torch.tensor(expected), atol=1e-5)
+    assert abs(scores[0] - scores[1]) < 1e-4  # same distance, same score
+
+
+def test_changed_fraction_sees_fp32_steps_a_bfloat16_vector_cannot():
+    steps = torch.tensor([0.0, 1e-9, 1e-6, 1e-4, 1e-2])
+    fp32, bf16 = changed_fraction(steps, torch.float32), changed_fraction(steps, torch.bfloat16)
+    assert fp32[0] == 0 and bf16[0] == 0  # no turn, no change
+    assert fp32[1] < 0.1 and fp32[2] == 1  # fp32 resolves a micro-radian turn in every pair
+    assert bf16[2] < 0.01 and bf16[3] < 0.5 and bf16[4] == 1  # bfloat16 needs about 1e-2 rad
+    assert torch.equal(changed_fraction(steps, torch.float32), fp32)  # seeded
 
 
 def test_palette_png_keeps_the_size_and_shrinks_the_file():
