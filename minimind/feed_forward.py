@@ -1,4 +1,4 @@
-"""SwiGLU feed-forward network: down(silu(gate(x)) * up(x)) (chapter 6)."""
+"""SwiGLU feed-forward network: down(silu(gate(x)) * up(x)) (chapter 5)."""
 from torch import nn
 from transformers.activations import ACT2FN
 

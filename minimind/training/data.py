@@ -1,4 +1,4 @@
-"""The training corpus: classical Chinese poems from the npm package `chinese-poetry` (chapter 11).
+"""The training corpus: classical Chinese poems from the npm package `chinese-poetry` (the appendix on training).
 
     npm pack chinese-poetry@2.0.1 && tar xzf chinese-poetry-2.0.1.tgz   # needs Node only for this step
     python -m minimind.training.data build package/dist data/poetry

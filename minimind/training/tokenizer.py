@@ -1,4 +1,4 @@
-"""A byte-level BPE tokenizer with MiniMind's 6400-token vocabulary and special-token ids (chapter 11).
+"""A byte-level BPE tokenizer with MiniMind's 6400-token vocabulary and special-token ids (the appendix on training).
 
     python -m minimind.training.tokenizer train data/poetry/train.txt runs/tokenizer
 """

@@ -1,4 +1,4 @@
-"""Train MiniMind on the poetry corpus (chapter 11).
+"""Train MiniMind on the poetry corpus (the appendix on training).
 
     python -m minimind.training.train --preset tiny-dense --data data/poetry --tokenizer runs/tokenizer --out runs/poetry-dense
     torchrun --nproc_per_node 2 -m minimind.training.train ...        # data parallel (gloo on CPU, nccl on CUDA)
