@@ -38,7 +38,7 @@ class MOEFeedForward(nn.Module):
 
 
 def load_balancing_loss(router_logits, num_experts: int, top_k: int):
-    """E * sum_i(load_i * mean_prob_i) for one layer's router logits [N, E]: 1 when tokens spread evenly."""
+    """E * sum_i(load_i * mean_prob_i) for one layer's router logits [N, E]: k when tokens spread evenly (top-k)."""
     scores = F.softmax(router_logits.float(), dim=-1)  # [N, E]
     topk_idx = torch.topk(scores, k=top_k, dim=-1, sorted=False).indices  # [N, k]
     load = F.one_hot(topk_idx, num_experts).float().mean(0)  # [k, E] share of tokens per expert and slot
