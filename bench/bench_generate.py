@@ -9,22 +9,10 @@ import argparse
 import time
 
 import torch
-from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from minimind import MiniMindConfig, MiniMindForCausalLM
+from minimind.export import to_qwen3
 from minimind.lab.device import pick_device
-
-
-def qwen3_twin(model):
-    c = model.config
-    config = Qwen3Config(vocab_size=c.vocab_size, hidden_size=c.hidden_size, intermediate_size=c.intermediate_size,
-                         num_hidden_layers=c.num_hidden_layers, num_attention_heads=c.num_attention_heads,
-                         num_key_value_heads=c.num_key_value_heads, head_dim=c.head_dim,
-                         max_position_embeddings=c.max_position_embeddings, rms_norm_eps=c.rms_norm_eps,
-                         tie_word_embeddings=True, rope_parameters={"rope_type": "default", "rope_theta": c.rope_theta})
-    twin = Qwen3ForCausalLM(config).to(model.device).eval()
-    twin.load_state_dict(model.state_dict(), strict=True)
-    return twin
 
 
 def timed(fn):
@@ -58,7 +46,7 @@ def main():
     device = pick_device(args.device)
     torch.manual_seed(0)
     ours = MiniMindForCausalLM(MiniMindConfig()).to(device).eval()
-    theirs = qwen3_twin(ours)
+    theirs = to_qwen3(ours)  # the same weights in transformers' Qwen3ForCausalLM
     prompt = torch.randint(3, 6400, (1, args.prompt), device=device)
     print(f"device {device}, torch {torch.__version__}, threads {torch.get_num_threads()}, fp32, batch 1, "
           f"prompt {args.prompt} tokens, best of {args.repeats}")
@@ -68,11 +56,10 @@ def main():
           f"   ratio {t_theirs / t_ours:.2f}x")
 
     for n in args.new_tokens:
-        greedy = dict(max_new_tokens=n, do_sample=False)
+        greedy = dict(max_new_tokens=n, do_sample=False, eos_token_id=None, pad_token_id=0)  # always n tokens
         (t_cached, t_hf), (out_cached, out_hf) = best_times(
-            [lambda: ours.generate(prompt, eos_token_id=None, **greedy),
-             lambda: theirs.generate(prompt, min_new_tokens=n, pad_token_id=0, **greedy)], args.repeats)
-        t_plain, out_plain = timed(lambda: ours.generate(prompt, eos_token_id=None, use_cache=False, **greedy))
+            [lambda: ours.generate(prompt, **greedy), lambda: theirs.generate(prompt, **greedy)], args.repeats)
+        t_plain, out_plain = timed(lambda: ours.generate(prompt, use_cache=False, **greedy))
         same = torch.equal(out_cached, out_plain) and torch.equal(out_cached, out_hf)
         print(f"decode {n:3d}  minimind {n / t_cached:6.1f} tok/s  transformers {n / t_hf:6.1f} tok/s  "
               f"ratio {t_hf / t_cached:.2f}x | no cache {n / t_plain:6.1f} tok/s, cache speed-up "

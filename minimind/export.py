@@ -82,12 +82,14 @@ def export(src, out, dtype=None) -> Path:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ExportError(f"{out} exists and is not empty; choose a new folder")
     model = load_pretrained(src)
+    tokenizer = load_tokenizer(src) if has_tokenizer(src) else None
     dtype = dtype or getattr(model.config, "dtype", None) or torch.float32
     dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
     pad = model.generation_config.pad_token_id
+    pad = tokenizer.pad_token_id if pad is None and tokenizer is not None else pad
     to_qwen3(model, pad).to(dtype).save_pretrained(out)
-    if has_tokenizer(src):
-        load_tokenizer(src).save_pretrained(out)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(out)
     return out
 
 
