@@ -135,7 +135,7 @@ def _mismatch(got, expected, atol, rtol, what="the answer"):
         if not isinstance(got, (tuple, list)):
             return f"{what} should be a {type(expected).__name__} of {len(expected)} items, not a {type(got).__name__}"
         if len(got) != len(expected):
-            return f"{what} has {len(got)} items; it should have {len(expected)}"
+            return f"{what} has too {'many' if len(got) > len(expected) else 'few'} items"
         for i, (g, e) in enumerate(zip(got, expected)):
             problem = _mismatch(g, e, atol, rtol, what=f"item {i} of {what}" if what == "the answer" else what)
             if problem:
