@@ -1,0 +1,114 @@
+"""minimind/lab/tying_lab.py: the numbers behind chapter 8 (the tie, its savings, gradients, the embedding)."""
+import copy
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from model_helpers import random_ids, tiny_config, tiny_model
+from minimind import MiniMindConfig
+from minimind.lab.tying_lab import (category_cohesion, end_gradients, gloss, gradient_summary, is_tied,
+                                    nearest_in_same_group, nearest_neighbours, pca_2d, read_curves, running_mean,
+                                    tie_report, tying_savings)
+from minimind.lab.variants import untied_model
+
+
+def test_tie_report_tells_a_real_tie_from_a_copy_and_from_storage_twins():
+    tied = tiny_model()
+    real = tie_report(tied)
+    assert real == {"same object": True, "same data_ptr": True, "same storage": True, "equal values": True,
+                    "parameters": sum(p.numel() for p in tied.parameters())} and is_tied(tied)
+    copied = copy.deepcopy(tied)
+    copied.lm_head.weight = nn.Parameter(copied.model.embed_tokens.weight.detach().clone())
+    fake = tie_report(copied)
+    assert fake["equal values"] and not (fake["same object"] or fake["same data_ptr"] or fake["same storage"])
+    assert fake["parameters"] == real["parameters"] + 320 * 64 and not is_tied(copied)
+    twins = copy.deepcopy(tied)
+    twins.lm_head.weight = nn.Parameter(twins.model.embed_tokens.weight.data)  # same memory, two Parameters
+    t = tie_report(twins)
+    assert t["same data_ptr"] and t["same storage"] and not t["same object"] and not is_tied(twins)
+    assert not is_tied(untied_model(tiny_config()))
+    assert not tie_report(untied_model(tiny_config()))["equal values"]
+
+
+def test_deepcopy_keeps_the_tie():  # the chapter relies on it when it copies the trained model
+    assert is_tied(copy.deepcopy(tiny_model()))
+
+
+def test_tying_savings_is_one_vocab_by_hidden_matrix():
+    s = tying_savings(MiniMindConfig())
+    assert s["saved"] == 6400 * 768 == s["untied"] - s["tied"] and s["tied"] == 63_912_192
+    assert abs(s["saved MiB fp32"] - 6400 * 768 * 4 / 2 ** 20) < 1e-9 and s["saved MiB bf16"] * 2 == s["saved MiB fp32"]
+    small = tying_savings(tiny_config(tie_word_embeddings=False))  # whatever the config says, both are counted
+    assert small["saved"] == 320 * 64 and 0 < small["share"] < 1
+
+
+def test_end_gradients_add_up_to_the_tied_gradient():
+    model = tiny_model().train()
+    ids = random_ids()
+    g_embed, g_head, loss = end_gradients(model, ids)
+    model.zero_grad()
+    tied_loss = model(ids, labels=ids).loss
+    tied_loss.backward()
+    assert torch.allclose(loss, tied_loss.detach())
+    assert torch.allclose(g_embed + g_head, model.lm_head.weight.grad, atol=1e-6)
+    assert model.lm_head.weight.grad is not None and is_tied(model)  # the model itself is left tied
+    # the embedding end only reaches rows of tokens that were read (and whose reading reached the loss)
+    touched = (g_embed != 0).any(-1).nonzero().flatten()
+    assert set(touched.tolist()) <= set(ids.unique().tolist())
+    assert (g_head != 0).any(-1).all()  # the softmax pushes on every row
+
+
+def test_gradient_summary_shares_add_up_and_rows_are_counted():
+    g_embed = torch.zeros(5, 3)
+    g_embed[1] = torch.tensor([1.0, 0, 0])
+    g_head = torch.tensor([[0.0, 1, 0]] * 5)
+    s = gradient_summary(g_embed, g_head)
+    assert abs(s["share embed"] + s["share head"] - 1) < 1e-6 and abs(s["share embed"] - 1 / 6) < 1e-6
+    assert s["rows embed"] == 1 and s["rows head"] == 5 and abs(s["cosine"]) < 1e-6
+    assert abs(s["norm total"] ** 2 - s["norm embed"] ** 2 - s["norm head"] ** 2) < 1e-5  # orthogonal here
+
+
+def test_nearest_neighbours_uses_direction_not_length():
+    w = torch.tensor([[1.0, 0.0], [10.0, 10.0], [0.9, 0.1], [-1.0, 0.0]])
+    idx, cos = nearest_neighbours(w, 0, k=3)
+    assert idx.tolist() == [2, 1, 3]  # row 1 has the larger dot product but the smaller cosine
+    assert torch.allclose(cos, F.cosine_similarity(w[[2, 1, 3]], w[0:1]))
+
+
+def test_pca_2d_matches_the_covariance_eigenvectors_and_is_sign_stable():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(50, 6, generator=g) * torch.tensor([5.0, 3.0, 1.0, 0.5, 0.2, 0.1])
+    coords, explained = pca_2d(x)
+    centred = x - x.mean(0)
+    evals, evecs = torch.linalg.eigh(centred.T @ centred)
+    assert torch.allclose(explained, evals.flip(0)[:2] / evals.sum(), atol=1e-5)
+    for j in range(2):
+        assert torch.allclose(coords[:, j].abs(), (centred @ evecs[:, -1 - j]).abs(), atol=1e-4)
+        assert coords[coords[:, j].abs().argmax(), j] > 0
+    flipped, _ = pca_2d(-x)  # a sign convention: the same picture for x and -x
+    assert torch.allclose(flipped, coords, atol=1e-4)
+
+
+def test_category_cohesion_and_nearest_in_same_group():
+    w = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9], [-1.0, 0.0]])
+    groups = {"a": [0, 1], "b": [2, 3]}
+    result = category_cohesion(w, groups)
+    expected_within = F.cosine_similarity(w[0:1], w[1:2]).item()
+    assert abs(result["a"][0] - expected_within) < 1e-6 and result["a"][1] < result["a"][0]
+    assert nearest_in_same_group(w, groups) == (4, 4)
+    assert nearest_in_same_group(w, {"a": [0, 2], "b": [1, 3]}) == (0, 4)
+
+
+def test_read_curves_and_running_mean(tmp_path):
+    path = tmp_path / "r.csv"
+    path.write_text("variant,step,tokens,lr,train_loss,val_loss\nx,1,8,0.1,3.0,\nx,2,16,0.1,1.0,2.5\n"
+                    "y,1,8,0.1,4.0,\n")
+    curves = read_curves(path)
+    assert curves["x"] == {"step": [1, 2], "train": [3.0, 1.0], "val_step": [2], "val": [2.5]}
+    assert curves["y"]["val"] == []
+    assert running_mean([3.0, 1.0, 2.0, 6.0], 2).tolist() == [3.0, 2.0, 1.5, 4.0]
+
+
+def test_gloss():
+    assert gloss("月") == "月 (yuè, moon)" and gloss("，") == "， (comma)" and gloss("龘") == "龘"
