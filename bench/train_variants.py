@@ -168,7 +168,7 @@ def train_variant(variant: Variant, train_rows, val_rows, vocab_size, log=print)
     counts = count_parameters(model)
     gains = [p for n, p in model.named_parameters() if p.dim() == 1]
     summary = {"builder": variant.builder, "config_overrides": variant.config, "decay_1d": variant.decay_1d,
-               "config": {k: v for k, v in config.to_dict().items() if not k.startswith("_")},
+               "config": {k: v for k, v in model.config.to_dict().items() if not k.startswith("_")},
                "parameters_total": counts["total"], "parameters_active": counts["active"],
                "steps": schedule.steps, "tokens": rows[-1]["tokens"], "seed": variant.seed, "lr": variant.lr,
                "final_val_loss": float(rows[-1]["val_loss"]), "wall_time_s": round(time.time() - start, 1),
