@@ -24,6 +24,17 @@ def check_state_dict(model, state_dict: dict):
     misshaped = [f"{k}: checkpoint {list(state_dict[k].shape)} vs model {list(expected[k].shape)}"
                  for k in sorted(set(expected) & set(state_dict)) if state_dict[k].shape != expected[k].shape]
     raise_on_problems(set(expected) - set(state_dict) - tied, set(state_dict) - set(expected), misshaped)
+    check_tie(state_dict, tied)
+
+
+def check_tie(state_dict: dict, tied: set):
+    """A tied model holds one matrix: refuse a checkpoint whose head and embedding differ (saved untied, chapter 8)."""
+    head, embed = state_dict.get("lm_head.weight"), state_dict.get("model.embed_tokens.weight")
+    if tied and head is not None and embed is not None and head.shape == embed.shape and not torch.equal(head, embed):
+        gap = (head.float() - embed.float()).abs().max().item()
+        raise CheckpointError(f"the checkpoint's lm_head.weight differs from model.embed_tokens.weight (max |Δ| "
+                              f"{gap:.3g}): it was saved untied, but this model ties them; load it into a config "
+                              "with tie_word_embeddings=False")
 
 
 def check_loading_info(info: dict):

@@ -124,3 +124,16 @@ def test_shipped_generation_config_matches_the_tokenizer(name):
     assert (config.bos_token_id, config.eos_token_id, config.pad_token_id) == (1, 2, 0)
     assert (tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id) == (1, 2, 0)
     assert MiniMindForCausalLM.from_pretrained(name).generation_config.pad_token_id == 0
+
+
+def test_an_untied_checkpoint_does_not_load_into_a_tied_model(tmp_path):
+    untied = tiny_model(tie_word_embeddings=False)
+    state = untied.state_dict()
+    assert not torch.equal(state["lm_head.weight"], state["model.embed_tokens.weight"])
+    torch.save(state, tmp_path / "untied.pth")
+    with pytest.raises(CheckpointError, match="saved untied"):
+        load_pth(tmp_path / "untied.pth", tiny_config())
+    assert load_pth(tmp_path / "untied.pth", tiny_config(tie_word_embeddings=False)) is not None
+    tied = tiny_model().state_dict()  # a tied model's state dict holds the same matrix twice: it loads
+    torch.save(tied, tmp_path / "tied.pth")
+    assert load_pth(tmp_path / "tied.pth", tiny_config()) is not None
