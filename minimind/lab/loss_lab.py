@@ -1,0 +1,200 @@
+"""Measurements behind chapter 9's figures: yardsticks for a loss, which tokens count, how the mean is taken.
+
+Pure functions take token ids, per-token losses or a training log and return numbers; the two `*_figure`
+functions only draw what the others computed.
+"""
+import csv
+import math
+from pathlib import Path
+
+import torch
+
+IGNORE_INDEX = -100
+
+
+# --- yardsticks ---------------------------------------------------------------------------------------------
+
+def perplexity(nats_per_token: float) -> float:
+    """exp(loss): the number of equally likely tokens that would leave a model as unsure as this loss says."""
+    return math.exp(nats_per_token)
+
+
+def bits_per_character(nats_per_token: float, chars_per_token: float) -> float:
+    """A loss in nats per token as bits per character: / ln 2 turns nats into bits, / chars_per_token spreads
+    each token's bits over the characters it covers."""
+    return nats_per_token / math.log(2) / chars_per_token
+
+
+def unigram_loss(ids: torch.Tensor, vocab_size: int) -> float:
+    """Cross-entropy (nats/token) of the best context-free model of `ids`: each token predicted with its own
+    frequency in `ids` (fitted on the same tokens it scores, so an optimistic yardstick)."""
+    counts = torch.bincount(ids.flatten(), minlength=vocab_size).double()
+    p = counts[counts > 0] / counts.sum()
+    return -(p * p.log()).sum().item()
+
+
+def prediction_entropy(logits: torch.Tensor) -> torch.Tensor:
+    """Entropy (nats) of the predicted next-token distribution at every position: [..., V] -> [...]."""
+    log_p = logits.float().log_softmax(-1)
+    return -(log_p.exp() * log_p).sum(-1)
+
+
+# --- which tokens count -------------------------------------------------------------------------------------
+
+def pad_batch(sequences, pad_id: int, label_pad: int = IGNORE_INDEX) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad id lists to one length: (input_ids [B, L] padded with pad_id, labels [B, L] padded with label_pad).
+
+    label_pad = IGNORE_INDEX leaves the padding out of the loss; label_pad = pad_id is the classic mistake.
+    """
+    length = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), length), pad_id, dtype=torch.long)
+    labels = torch.full((len(sequences), length), label_pad, dtype=torch.long)
+    for i, s in enumerate(sequences):
+        ids[i, :len(s)] = torch.as_tensor(s, dtype=torch.long)
+        labels[i, :len(s)] = torch.as_tensor(s, dtype=torch.long)
+    return ids, labels
+
+
+def prompt_masked_labels(input_ids: torch.Tensor, prompt_len: int, ignore_index: int = IGNORE_INDEX):
+    """Labels for supervised fine-tuning: the ids themselves, with the first prompt_len positions ignored, so
+    only the answer's tokens (including the first, predicted from the prompt's last position) are scored."""
+    labels = input_ids.clone()
+    labels[..., :prompt_len] = ignore_index
+    return labels
+
+
+def counted_targets(labels: torch.Tensor, ignore_index: int = IGNORE_INDEX) -> int:
+    """How many (position, next token) pairs the shifted loss averages over."""
+    return int((labels[..., 1:] != ignore_index).sum())
+
+
+# --- how the mean is taken ----------------------------------------------------------------------------------
+
+def sequence_means(losses: torch.Tensor, labels: torch.Tensor, ignore_index: int = IGNORE_INDEX) -> torch.Tensor:
+    """Per-row mean of per-token losses [B, S - 1] over the targets labels[:, 1:] that are not ignored: [B]."""
+    counted = labels[:, 1:] != ignore_index
+    return (losses.float() * counted).sum(1) / counted.sum(1)
+
+
+def segment_index(input_ids: torch.Tensor, start_id: int) -> torch.Tensor:
+    """For packed rows [B, S]: which document (counted over the flattened rows from 0) each position belongs to,
+    a new document beginning at each `start_id`; text before the first start_id, if any, is document 0."""
+    starts = (input_ids.flatten() == start_id).long()
+    index = starts.cumsum(0) - starts[0]
+    return index.view(input_ids.shape)
+
+
+def group_means(values: torch.Tensor, groups: torch.Tensor) -> torch.Tensor:
+    """Mean of `values` [N] per group id in `groups` [N] (ids 0..G-1, NaN values skipped): [G]."""
+    keep = ~values.isnan()
+    values, groups = values[keep].double(), groups[keep]
+    sums = torch.zeros(int(groups.max()) + 1, dtype=torch.float64).index_add_(0, groups, values)
+    counts = torch.bincount(groups, minlength=len(sums)).double()
+    return (sums / counts).float()
+
+
+def batch_means_mean(losses: torch.Tensor, batch_size: int) -> float:
+    """What mean_loss reports: the plain mean of per-batch means over rows of per-token losses [N, S - 1]."""
+    means = [b.float().mean().item() for b in losses.split(batch_size)]
+    return sum(means) / len(means)
+
+
+# --- where in a line --------------------------------------------------------------------------------------
+
+def line_slots(pieces) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """For each token (pieces from ffn_lab.token_pieces): (position of its first character in its line, from 1;
+    characters it holds; length of its line). Punctuation and special tokens get (0, 0, ...)."""
+    from .ffn_lab import line_positions
+    positions, lengths = line_positions(pieces)
+    chars = [sum(1 for byte in p if byte & 0xC0 != 0x80) if isinstance(p, bytes) else 0 for p in pieces]
+    positions, lengths, chars = (torch.tensor(x) for x in (positions, lengths, chars))
+    chars = torch.where(positions > 0, chars, torch.zeros_like(chars))
+    first = torch.where(positions > 0, positions - chars + 1, torch.zeros_like(positions))
+    return first, chars, lengths
+
+
+def mean_by_slot(values: torch.Tensor, first: torch.Tensor, chars: torch.Tensor, lengths: torch.Tensor,
+                 line_length: int, single_only=True) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean of per-token `values` [N] by the position (1..line_length) of the token's first character, over lines
+    of `line_length`; single_only keeps one-character tokens. Returns (means [L], counts [L]), NaN where empty."""
+    chosen = (lengths == line_length) & (first > 0) & ~values.isnan()
+    if single_only:
+        chosen &= chars == 1
+    means, counts = [], []
+    for p in range(1, line_length + 1):
+        here = chosen & (first == p)
+        counts.append(int(here.sum()))
+        means.append(values[here].float().mean() if here.any() else torch.tensor(float("nan")))
+    return torch.stack(means), torch.tensor(counts)
+
+
+# --- the training log ---------------------------------------------------------------------------------------
+
+def read_train_log(path) -> dict[str, list]:
+    """train_log.csv as columns: step (int), lr, train_loss, aux_loss (floats), val_loss (float or NaN)."""
+    with open(Path(path)) as f:
+        rows = list(csv.DictReader(f))
+    out = {"step": [int(r["step"]) for r in rows]}
+    for name in ("lr", "train_loss", "aux_loss", "tokens_per_s"):
+        out[name] = [float(r[name]) for r in rows]
+    out["val_loss"] = [float(r["val_loss"]) if r["val_loss"] else float("nan") for r in rows]
+    return out
+
+
+def moving_average(values, window: int) -> list[float]:
+    """Trailing mean over the last `window` values (fewer at the start): same length as `values`."""
+    t = torch.tensor(values, dtype=torch.float64)
+    sums = torch.cat([torch.zeros(1, dtype=torch.float64), t.cumsum(0)])
+    ends = torch.arange(1, len(t) + 1)
+    starts = (ends - window).clamp(min=0)
+    return ((sums[ends] - sums[starts]) / (ends - starts)).tolist()
+
+
+# --- figures ------------------------------------------------------------------------------------------------
+
+def poem_layout(texts) -> list[tuple[int, int, int]]:
+    """(line, column, width) for each token text: widths in characters, a new line after a token that ends with
+    ，。？！； ; special tokens take width 1 and never break a line."""
+    layout, line, col = [], 0, 0
+    for text in texts:
+        width = 1 if text.startswith("<|") else max(1, len(text))
+        layout.append((line, col, width))
+        col += width
+        if text and text[-1] in "，。？！；":
+            line, col = line + 1, 0
+    return layout
+
+
+def loss_grid_figure(texts, losses: dict, vmax: float, title: str, glosses=None, cmap="magma_r"):
+    """The tokens of a poem laid out line by line, one panel per model, each cell coloured by the loss (nats) of
+    predicting that token; one colour scale (0..vmax) for every panel; `glosses` (optional, 9 pt) under each token
+    make the cells twice as wide."""
+    import matplotlib.pyplot as plt
+    from matplotlib import colors
+    layout = poem_layout(texts)
+    n_lines = max(l for l, _, _ in layout) + 1
+    n_cols = max(c + w for _, c, w in layout)
+    norm, cm = colors.Normalize(0, vmax), plt.get_cmap(cmap)
+    names = list(losses)
+    cell_w, cell_h = (0.95, 0.62) if glosses is not None else (0.42, 0.4)  # inches
+    fig, axes = plt.subplots(1, len(names), squeeze=False,
+                             figsize=(min(7.5, 1.1 + len(names) * (n_cols * cell_w + 0.2)), 0.75 + n_lines * cell_h))
+    for ax, name in zip(axes[0], names):
+        for i, ((line, col, width), text) in enumerate(zip(layout, texts)):
+            value = losses[name][i]
+            face = "#eeeeee" if math.isnan(value) else cm(norm(value))
+            ax.add_patch(plt.Rectangle((col + 0.04, -line - 0.96), width - 0.08, 0.92, color=face))
+            ink = "white" if not math.isnan(value) and norm(value) > 0.55 else "black"
+            label = "end" if text == "<|im_end|>" else text
+            y = -line - (0.36 if glosses is not None else 0.5)
+            ax.text(col + width / 2, y, label, ha="center", va="center", color=ink,
+                    fontsize=(14 if glosses is not None else 11) if len(label) < 3 else 9)
+            if glosses is not None:
+                ax.text(col + width / 2, -line - 0.78, glosses[i], ha="center", va="center", fontsize=9, color=ink)
+        ax.set_xlim(0, n_cols), ax.set_ylim(-n_lines, 0)
+        ax.axis("off")
+        ax.set_title(name, fontsize=10)
+    bar = fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cm), ax=axes[0].tolist(), shrink=0.8, pad=0.02)
+    bar.set_label("loss of this token (nats)", fontsize=9), bar.ax.tick_params(labelsize=9)
+    fig.suptitle(title, fontsize=10)
+    return fig

@@ -1,0 +1,170 @@
+"""minimind/lab/loss_lab.py: yardsticks, padding and prompt labels, means, line slots, the log reader, figures."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from minimind.lab import loss_lab
+from minimind.loss import shifted_cross_entropy
+from model_helpers import random_ids, tiny_model
+
+
+# --- yardsticks ---------------------------------------------------------------------------------------------
+
+def test_perplexity_and_bits_per_character():
+    assert loss_lab.perplexity(math.log(6400)) == pytest.approx(6400)
+    assert loss_lab.perplexity(0.0) == 1.0
+    # one bit per token, two characters per token: half a bit per character
+    assert loss_lab.bits_per_character(math.log(2), 2.0) == pytest.approx(0.5)
+
+
+def test_unigram_loss_is_the_entropy_of_the_token_frequencies():
+    assert loss_lab.unigram_loss(torch.tensor([3, 3, 3, 3]), 10) == pytest.approx(0.0)
+    assert loss_lab.unigram_loss(torch.tensor([[0, 1], [2, 3]]), 10) == pytest.approx(math.log(4))
+    ids = torch.tensor([0, 0, 1, 2])
+    p = torch.tensor([0.5, 0.25, 0.25])
+    assert loss_lab.unigram_loss(ids, 5) == pytest.approx(-(p * p.log()).sum().item())
+
+
+def test_prediction_entropy_uniform_and_certain():
+    assert loss_lab.prediction_entropy(torch.zeros(2, 3, 8)).allclose(torch.full((2, 3), math.log(8)))
+    certain = torch.tensor([[100.0, 0.0, 0.0]])
+    assert loss_lab.prediction_entropy(certain).item() == pytest.approx(0.0, abs=1e-6)
+
+
+# --- which tokens count -------------------------------------------------------------------------------------
+
+def test_pad_batch_pads_right_with_ignored_labels():
+    ids, labels = loss_lab.pad_batch([[5, 6, 7], [8]], pad_id=0)
+    assert ids.tolist() == [[5, 6, 7], [8, 0, 0]]
+    assert labels.tolist() == [[5, 6, 7], [8, -100, -100]]
+    ids, labels = loss_lab.pad_batch([[5, 6, 7], [8]], pad_id=0, label_pad=0)  # the mistake: pad is a target
+    assert torch.equal(ids, labels)
+
+
+def test_padding_with_ignore_index_leaves_the_loss_unchanged_and_pad_labels_change_it():
+    model = tiny_model()
+    seqs = [random_ids(1, 9, seed=1)[0].tolist(), random_ids(1, 4, seed=2)[0].tolist()]
+    with torch.no_grad():
+        alone = [model(torch.tensor([s]), labels=torch.tensor([s])).loss.item() * (len(s) - 1) for s in seqs]
+        expected = sum(alone) / sum(len(s) - 1 for s in seqs)
+        ids, labels = loss_lab.pad_batch(seqs, pad_id=0)
+        assert model(ids, labels=labels).loss.item() == pytest.approx(expected, rel=1e-5)
+        assert loss_lab.counted_targets(labels) == 8 + 3
+        ids, bad = loss_lab.pad_batch(seqs, pad_id=0, label_pad=0)
+        assert model(ids, labels=bad).loss.item() != pytest.approx(expected, rel=1e-3)
+        assert loss_lab.counted_targets(bad) == 2 * 8
+
+
+def test_prompt_masked_labels_keep_the_first_answer_token():
+    ids = torch.arange(10, 16).view(1, 6)
+    labels = loss_lab.prompt_masked_labels(ids, 2)
+    assert labels.tolist() == [[-100, -100, 12, 13, 14, 15]]
+    assert ids.tolist() == [[10, 11, 12, 13, 14, 15]]  # not changed in place
+    assert loss_lab.counted_targets(labels) == 4  # tokens 12..15, predicted from positions 1..4
+    logits = torch.randn(1, 6, 20, requires_grad=True)
+    shifted_cross_entropy(logits, labels).backward()
+    assert (logits.grad[0].abs().sum(-1) > 0).nonzero().flatten().tolist() == [1, 2, 3, 4]
+
+
+# --- how the mean is taken ----------------------------------------------------------------------------------
+
+def test_sequence_means_skip_ignored_targets():
+    losses = torch.tensor([[1.0, 2.0, 3.0], [4.0, 100.0, 100.0]])
+    labels = torch.tensor([[0, 1, 1, 1], [0, 1, -100, -100]])
+    assert loss_lab.sequence_means(losses, labels).tolist() == [2.0, 4.0]
+
+
+def test_sequence_means_of_real_losses_match_per_row_cross_entropy():
+    model = tiny_model()
+    ids, labels = loss_lab.pad_batch([random_ids(1, 7, seed=3)[0].tolist(), random_ids(1, 3, seed=4)[0].tolist()], 0)
+    with torch.no_grad():
+        logits = model(ids).logits
+    per_token = shifted_cross_entropy(logits, labels, reduction="none")
+    means = loss_lab.sequence_means(per_token, labels)
+    for row in range(2):
+        assert means[row].item() == pytest.approx(shifted_cross_entropy(logits[row:row + 1], labels[row:row + 1]).item(),
+                                                  rel=1e-5)
+
+
+def test_segment_index_counts_documents_over_packed_rows():
+    rows = torch.tensor([[1, 5, 6, 1], [7, 8, 1, 9]])
+    assert loss_lab.segment_index(rows, 1).tolist() == [[0, 0, 0, 1], [1, 1, 2, 2]]
+    assert loss_lab.segment_index(torch.tensor([[4, 1, 5]]), 1).tolist() == [[0, 1, 1]]  # a fragment before the first start
+
+
+def test_group_means_skip_nan():
+    values = torch.tensor([1.0, 3.0, float("nan"), 10.0])
+    assert loss_lab.group_means(values, torch.tensor([0, 0, 1, 1])).tolist() == [2.0, 10.0]
+
+
+def test_batch_means_mean_weighs_a_short_last_batch_like_a_full_one():
+    losses = torch.cat([torch.zeros(2, 4), torch.ones(1, 4)])  # batches of 2 rows: [0, 0] and [1]
+    assert loss_lab.batch_means_mean(losses, 2) == pytest.approx(0.5)
+    assert losses.mean().item() == pytest.approx(1 / 3)
+
+
+# --- where in a line ----------------------------------------------------------------------------------------
+
+def _pieces(texts):
+    return [t if t.startswith("<|") else t.encode() for t in texts]
+
+
+def test_line_slots_first_character_positions():
+    pieces = _pieces(["<|im_start|>", "床前", "明", "月", "光", "，", "疑", "是"])
+    first, chars, lengths = loss_lab.line_slots(pieces)
+    assert first.tolist() == [0, 1, 3, 4, 5, 0, 1, 2]
+    assert chars.tolist() == [0, 2, 1, 1, 1, 0, 1, 1]
+    assert lengths.tolist()[:6] == [0, 5, 5, 5, 5, 5]
+
+
+def test_mean_by_slot_single_character_tokens_only():
+    pieces = _pieces(["床前", "明", "月", "光", "，", "疑", "是", "地", "上", "霜", "。"])
+    first, chars, lengths = loss_lab.line_slots(pieces)
+    values = torch.arange(11, dtype=torch.float)
+    means, counts = loss_lab.mean_by_slot(values, first, chars, lengths, 5)
+    assert counts.tolist() == [1, 1, 2, 2, 2]  # 床前 (position 1, two characters) is left out
+    assert means[0].item() == 5.0 and means[2].item() == (1 + 7) / 2
+    means, counts = loss_lab.mean_by_slot(values, first, chars, lengths, 5, single_only=False)
+    assert counts.tolist() == [2, 1, 2, 2, 2]
+    assert loss_lab.mean_by_slot(values, first, chars, lengths, 7)[0].isnan().all()
+
+
+# --- the training log ---------------------------------------------------------------------------------------
+
+def test_read_train_log(tmp_path):
+    path = tmp_path / "train_log.csv"
+    path.write_text("step,lr,train_loss,aux_loss,val_loss,tokens_per_s\n1,3e-05,8.8,0.002,,1000\n2,6e-05,8.7,0.0,8.75,1100\n")
+    log = loss_lab.read_train_log(path)
+    assert log["step"] == [1, 2] and log["train_loss"] == [8.8, 8.7]
+    assert math.isnan(log["val_loss"][0]) and log["val_loss"][1] == 8.75
+
+
+def test_shipped_logs_read():
+    from minimind.checkpoint import SHIPPED
+    log = loss_lab.read_train_log(SHIPPED / "poetry-moe" / "train_log.csv")
+    assert len(log["step"]) == 3000 and sum(not math.isnan(v) for v in log["val_loss"]) == 12
+
+
+def test_moving_average_is_trailing():
+    assert loss_lab.moving_average([1, 2, 3, 4], 2) == [1.0, 1.5, 2.5, 3.5]
+    assert loss_lab.moving_average([5.0], 10) == [5.0]
+
+
+# --- figures ------------------------------------------------------------------------------------------------
+
+def test_poem_layout_breaks_after_punctuation():
+    assert loss_lab.poem_layout(["明月", "光", "，", "疑", "。", "<|im_end|>"]) == [
+        (0, 0, 2), (0, 2, 1), (0, 3, 1), (1, 0, 1), (1, 1, 1), (2, 0, 1)]
+
+
+def test_loss_grid_figure_draws_one_panel_per_model():
+    import matplotlib
+    matplotlib.use("Agg")
+    texts = ["明月", "光", "，", "<|im_end|>"]
+    fig = loss_lab.loss_grid_figure(texts, {"a": [5.0, 2.0, 0.1, float("nan")], "b": [6.0, 1.0, 0.2, 0.3]}, vmax=12,
+                                    title="t", glosses=["moon", "light", ",", "end"])
+    assert [ax.get_title() for ax in fig.axes[:2]] == ["a", "b"]
+    import matplotlib.pyplot as plt
+    plt.close(fig)
