@@ -215,11 +215,12 @@ def moving_average(values: torch.Tensor, window: int) -> torch.Tensor:
     return (csum[ends] - csum[starts]) / (ends - starts).view(shape)
 
 
-def share_history_figure(variant: str, steps, shares, val_curves: dict, window=10, label=None):
+def share_history_figure(variant: str, steps, shares, val_curves: dict, window=10, label=None, reference=None):
     """One frame of the training-comparison widget: validation loss of every variant (this one highlighted) and,
     per layer, each expert's share of the training batch over steps (a `window`-step moving average).
 
-    shares [T, layers, E] from shares_over_steps; val_curves {variant: (steps, losses)}.
+    shares [T, layers, E] from shares_over_steps; val_curves {variant: (steps, losses)}; reference, optional
+    (low, high, label): a band of final losses to compare with (e.g. a dense model's spread over seeds).
     """
     import matplotlib.pyplot as plt
     layers, num_experts = shares.shape[1], shares.shape[2]
@@ -229,9 +230,13 @@ def share_history_figure(variant: str, steps, shares, val_curves: dict, window=1
     for name, (s, v) in val_curves.items():
         loss.plot(s, v, color="black" if name == variant else "#BBBBBB", lw=2 if name == variant else 1,
                   zorder=3 if name == variant else 2, marker="." if name == variant else None)
-    late = [x for s, v in val_curves.values() for t, x in zip(s, v) if t >= 0.4 * max(s)]  # zoom on the end
-    if late:
-        loss.set_ylim(min(late) - 0.05, max(late) + 0.05)
+    if reference is not None:
+        low, high, text = reference
+        loss.axhspan(low, high, color="#66CCEE", alpha=0.35, lw=0, label=text)
+        loss.legend(fontsize=9, loc="lower left", frameon=False)
+    values = [x for _, v in val_curves.values() for x in v] + ([] if reference is None else list(reference[:2]))
+    if values:  # the same range in every frame, every point visible
+        loss.set_ylim(min(values) - 0.05, max(values) + 0.05)
     loss.set(xlabel="step", ylabel="validation loss (nats/token)", title=label or variant)
     smooth = moving_average(shares, window)
     for layer in range(layers):
@@ -241,7 +246,7 @@ def share_history_figure(variant: str, steps, shares, val_curves: dict, window=1
         ax.axhline(1 / num_experts, color="grey", lw=0.8, ls="--")
         ax.set_ylim(0, 1)
         ax.set_title(f"layer {layer}", fontsize=9)
-        ax.tick_params(labelsize=8)
+        ax.tick_params(labelsize=9)
         if layer % 2 == 1:
             ax.set_xlabel("step", fontsize=9)
         if layer // 2 == 0:

@@ -153,3 +153,17 @@ def test_share_history_figure_has_a_panel_per_layer():
     shares = torch.full((20, 4, 4), 0.25)
     fig = moe_lab.share_history_figure("a", steps, shares, {"a": ([10, 20], [6.0, 5.5]), "b": ([10, 20], [6.1, 5.6])})
     assert len(fig.axes) == 5 and fig.axes[1].get_title() == "layer 0" and fig.axes[1].get_ylim() == (0, 1)
+
+
+def test_share_history_figure_keeps_every_loss_point_and_draws_the_reference_band():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    steps, shares = torch.arange(1, 21), torch.full((20, 2, 4), 0.25)
+    curves = {"a": ([10, 20], [7.0, 5.5]), "b": ([10, 20], [6.1, 5.6])}
+    fig = moe_lab.share_history_figure("a", steps, shares, curves, reference=(5.4, 5.45, "dense"))
+    loss = fig.axes[0]
+    low, high = loss.get_ylim()
+    assert low < 5.4 and high > 7.0  # the early point and the band are both inside
+    assert [t.get_text() for t in loss.get_legend().get_texts()] == ["dense"]
+    plt.close(fig)
