@@ -345,15 +345,56 @@ def scores_bytes(batch: int, heads: int, q_len: int, kv_len: int, bytes_per_valu
 
 
 def best_time(fn, repeats: int = 5, warmup: int = 1) -> float:
-    """The fastest of `repeats` calls of fn() in seconds (after `warmup` calls): the least disturbed by other work."""
+    """The fastest of `repeats` calls of fn() in seconds (after `warmup` calls): the least disturbed by other work.
+
+    Without CUDA it reads the process's CPU clock, so programs competing for a shared machine's cores do not count:
+    with one torch thread (the chapters set it) that is the wall time an idle machine would show. With CUDA in use
+    it waits for the GPU and reads the wall clock, since GPU work is not CPU time.
+    """
+    gpu = torch.cuda.is_available() and torch.cuda.is_initialized()
+    clock = time.perf_counter if gpu else time.process_time
     for _ in range(warmup):
         fn()
     times = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        if gpu:
+            torch.cuda.synchronize()
+        start = clock()
         fn()
-        times.append(time.perf_counter() - start)
+        if gpu:
+            torch.cuda.synchronize()
+        times.append(clock() - start)
     return min(times)
+
+
+class _TokenClock:
+    """A model.generate streamer that notes the clock at each new token (the first put is the prompt: the start)."""
+
+    def __init__(self, clock):
+        self.clock, self.start, self.times = clock, None, []
+
+    def put(self, value):
+        if self.start is None:
+            self.start = self.clock()
+        else:
+            self.times.append(self.clock() - self.start)
+
+    def end(self):
+        pass
+
+
+def generation_times(model, input_ids, new_tokens: int, use_cache: bool = True) -> torch.Tensor:
+    """Seconds from the start of a greedy model.generate to each of its new tokens: [new_tokens], increasing.
+
+    One generation gives the whole curve (tokens/s after n tokens is n / times[n - 1]). Same clock as best_time:
+    the process's CPU clock without CUDA, the wall clock with it (each token is copied to the CPU, which waits).
+    """
+    gpu = torch.cuda.is_available() and torch.cuda.is_initialized()
+    recorder = _TokenClock(time.perf_counter if gpu else time.process_time)
+    with torch.no_grad():
+        model.generate(input_ids, max_new_tokens=new_tokens, do_sample=False, eos_token_id=None,
+                       use_cache=use_cache, streamer=recorder)
+    return torch.tensor(recorder.times, dtype=torch.float64)
 
 
 # --- the KV-cache (chapter 4b) ------------------------------------------------------------------------------------

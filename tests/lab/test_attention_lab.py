@@ -102,6 +102,23 @@ def test_best_time_is_positive():
     assert 0 <= lab.best_time(lambda: sum(range(100)), repeats=2) < 1
 
 
+def test_best_time_counts_work_not_waiting():
+    import time
+    # sleeping is waiting, not work: the CPU clock (used without CUDA) does not count it
+    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        assert lab.best_time(lambda: time.sleep(0.05), repeats=1, warmup=0) < 0.02
+    work = lab.best_time(lambda: sum(range(200_000)), repeats=3)
+    assert 0 < work < 1
+
+
+def test_generation_times_one_per_new_token():
+    model = tiny_model()
+    ids = torch.randint(3, 320, (1, 4), generator=torch.Generator().manual_seed(3))
+    for use_cache in (True, False):
+        times = lab.generation_times(model, ids, 5, use_cache=use_cache)
+        assert times.shape == (5,) and (times >= 0).all() and (times[1:] >= times[:-1]).all()
+
+
 def test_figures_and_frames():
     import matplotlib
     matplotlib.use("agg")
