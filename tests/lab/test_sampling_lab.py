@@ -1,0 +1,87 @@
+"""minimind/lab/sampling_lab.py: stages, entropy, the chi-square test, diversity measures and figures (chapter 10)."""
+import math
+
+import pytest
+import torch
+
+from minimind.lab.sampling_lab import (chi_square_p_value, chi_square_test, distinct_n, distribution_frame,
+                                       empirical_counts, entropy, gloss, kept_count, ngrams, pipeline_stages,
+                                       poem_characters, read_grid, repeated_line_share, repeated_ngram_share,
+                                       stages_figure, transformers_stages)
+
+
+def test_entropy_in_nats_ignores_filtered_tokens():
+    assert entropy(torch.zeros(1, 8)).item() == pytest.approx(math.log(8))
+    filtered = torch.tensor([[0.0, 0.0, float("-inf"), float("-inf")]])
+    assert entropy(filtered).item() == pytest.approx(math.log(2)) and kept_count(filtered).item() == 2
+    assert entropy(torch.tensor([[0.0, float("-inf")]])).item() == 0
+
+
+def test_pipeline_stages_equal_transformers_processors():
+    torch.manual_seed(0)
+    logits, ids = torch.randn(2, 50) * 3, torch.randint(0, 50, (2, 7))
+    ours = pipeline_stages(logits, ids, 1.3, 0.7, 10, 0.8)
+    theirs = transformers_stages(logits, ids, 1.3, 0.7, 10, 0.8)
+    assert [name for name, _ in ours] == ["model", "repetition penalty 1.3", "temperature 0.7", "top-k 10",
+                                          "top-p 0.8"]
+    assert all(torch.equal(a, b) for (_, a), (_, b) in zip(ours, theirs))
+    assert kept_count(ours[3][1]).tolist() == [10, 10] and (kept_count(ours[4][1]) <= 10).all()
+    off = pipeline_stages(logits, ids)  # every knob neutral: nothing changes
+    assert all(torch.equal(x, logits) for _, x in off)
+
+
+def test_chi_square_accepts_the_right_distribution_and_rejects_a_wrong_one():
+    probs = torch.tensor([0.5, 0.3, 0.15, 0.05, 0.0])
+    g = torch.Generator().manual_seed(0)
+    draws = torch.multinomial(probs, 10_000, replacement=True, generator=g)
+    counts = empirical_counts(draws, 5)
+    assert counts.sum() == 10_000 and counts[4] == 0
+    stat, df, p = chi_square_test(counts, probs)
+    assert df == 3 and p > 0.01
+    _, _, p_wrong = chi_square_test(counts, torch.tensor([0.45, 0.35, 0.15, 0.05, 0.0]))
+    assert p_wrong < 1e-6
+    assert chi_square_test(torch.tensor([5, 5, 1]), torch.tensor([0.5, 0.5, 0.0]))[2] == 0.0  # impossible draw
+
+
+def test_chi_square_pools_small_bins_and_p_value_matches_known_quantiles():
+    probs = torch.tensor([0.5] + [0.5 / 50] * 50)  # 50 bins expected once each in 100 draws: pooled into one
+    counts = torch.tensor([50] + [1] * 50)
+    stat, df, p = chi_square_test(counts, probs)
+    assert df == 1 and stat == pytest.approx(0.0) and p == pytest.approx(1.0)
+    assert chi_square_p_value(3.841, 1) == pytest.approx(0.05, abs=1e-3)  # the textbook 5% points
+    assert chi_square_p_value(18.307, 10) == pytest.approx(0.05, abs=1e-3)
+
+
+def test_diversity_measures_on_small_poems():
+    assert poem_characters("春风，明月。") == list("春风明月")
+    assert ngrams("春风吹，明月。", 2) == ["春风", "风吹", "明月"]  # never across punctuation
+    assert distinct_n(["春风春风，"], 2) == pytest.approx(2 / 3)
+    assert distinct_n(["春风，", "春风，"], 2) == 0.5
+    assert repeated_ngram_share("妾妾妾妾，") == pytest.approx(2 / 3)
+    assert repeated_ngram_share("床前明月光，") == 0
+    assert repeated_line_share(["春风，春风，明月。", "山水。"]) == pytest.approx(1 / 4)
+    assert distinct_n([], 2) == 0 and repeated_ngram_share("") == 0
+
+
+def test_gloss_and_grid_reader(tmp_path):
+    assert gloss("金") == "金 (gold)" and gloss("妾x") == "妾x"
+    path = tmp_path / "grid.csv"
+    path.write_text("decoding,temperature,top_p,line_share\nsample,0.7,0.9,0.95\n")
+    assert read_grid(path) == [{"decoding": "sample", "temperature": 0.7, "top_p": 0.9, "line_share": 0.95}]
+
+
+def test_figures_draw_kept_and_removed_tokens():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    torch.manual_seed(0)
+    logits, ids = torch.randn(1, 40), torch.randint(0, 40, (1, 5))
+    stages = pipeline_stages(logits, ids, 1.3, 0.8, 5, 0.9)
+    shown = logits[0].topk(8).indices.tolist()
+    fig = stages_figure(stages, shown, [str(i) for i in shown], ymax=1.0)
+    assert len(fig.axes) == 5 and "kept 5 tokens" in fig.axes[3].texts[0].get_text()
+    plt.close(fig)
+    fig = distribution_frame(stages[3][1], shown, [str(i) for i in shown], 1.0, "top-k 5")
+    colours = [p.get_facecolor() for p in fig.axes[0].patches]
+    assert len({c for c in colours}) == 2  # kept and removed bars differ
+    plt.close(fig)
