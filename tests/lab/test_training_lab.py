@@ -1,0 +1,125 @@
+"""minimind/lab/training_lab.py: the numbers behind the appendix on training."""
+from pathlib import Path
+
+import pytest
+import torch
+
+import minimind
+from minimind.lab.training_lab import (RAW_EXAMPLES, TANG_FUNNEL, activation_model, classify_items, corpus_funnel,
+                                       merges, predict_activation_bytes, epoch_batches, read_bench, read_log,
+                                       running_mean, saved_activation_bytes, steps_per_epoch, token_text,
+                                       training_state_bytes, vocab_kinds, wall_minutes, word_merges)
+from minimind.training.train import param_groups
+from model_helpers import tiny_config, tiny_model
+
+ROOT = Path(__file__).resolve().parents[2]
+CHECKPOINT = ROOT / "minimind" / "checkpoints" / "poetry-dense"
+DIST = ROOT / "data" / "package" / "dist"
+
+
+def identity(text):
+    return text
+
+
+def test_classify_items_follows_the_build_rules_in_order():
+    items = [["牀前明月光，疑是地上霜。", "舉頭望明月，低頭思故鄉。"],
+             ["牀前明月光，疑是地上霜。", "舉頭望明月，低頭思故鄉。"],
+             ["□□□□□，疑是地上霜。"], [], ["長短句，參差不齊也。"],
+             ["白日（一作「月」）依山盡，黃河入海流。", "欲窮千里目，更上一層樓。", "。"]]
+    verdicts = [v for v, _ in classify_items(items, identity)]
+    assert verdicts == ["kept", "duplicate", "damaged", "empty", "not regulated", "kept"]
+    assert classify_items(items, identity)[-1][1] == "白日依山盡，黃河入海流。欲窮千里目，更上一層樓。。"
+    funnel = corpus_funnel(iter(items), identity)
+    assert funnel == {"raw items": 6, "empty": 1, "damaged": 1, "duplicate": 1, "not regulated": 1, "kept": 2,
+                      "kept, ending in 。。": 1}
+    assert list(funnel) == list(TANG_FUNNEL)
+
+
+def test_raw_examples_cover_every_verdict_and_the_funnel_adds_up():
+    opencc = pytest.importorskip("opencc")
+    verdicts = classify_items([e["paragraphs"] for e in RAW_EXAMPLES], opencc.OpenCC("t2s").convert)
+    assert {v for v, _ in verdicts} == {"kept", "duplicate", "damaged", "not regulated"}
+    assert dict(zip([e["title"] for e in RAW_EXAMPLES], [t for _, t in verdicts]))["靜夜思"] == \
+        "床前看月光，疑是地上霜。举头望山月，低头思故乡。"
+    f = TANG_FUNNEL
+    assert f["raw items"] == sum(f[k] for k in ("empty", "damaged", "duplicate", "not regulated", "kept"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not DIST.is_dir(), reason="needs the npm package under data/package/dist")
+def test_tang_funnel_recomputed_from_the_package():
+    opencc = pytest.importorskip("opencc")
+    from minimind.training.data import read_collection
+    assert corpus_funnel(read_collection(DIST, "tang"), opencc.OpenCC("t2s").convert) == TANG_FUNNEL
+
+
+def test_tokenizer_merges_and_vocabulary_kinds():
+    tok = minimind.load_tokenizer("poetry-dense")
+    merge_list = merges(CHECKPOINT / "tokenizer.json")
+    assert len(merge_list) + 256 + 36 == len(tok) == 6400
+    assert token_text(tok, tok.tokenize("明月")[0]) == "明月"
+    words = word_merges(tok, merge_list)
+    assert "明月" in [w for *_, w in words] and all(len(w) >= 2 for *_, w in words)
+    kinds = vocab_kinds(tok)
+    assert sum(kinds.values()) == len(tok) and kinds["special"] == 36 and kinds["piece of a character"] > 0
+
+
+def test_read_log_and_wall_minutes(tmp_path):
+    path = tmp_path / "train_log.csv"
+    path.write_text("step,lr,train_loss,aux_loss,val_loss,tokens_per_s\n1,0.1,8.0,0.0,,100\n2,0.2,7.0,0.0,7.5,200\n")
+    log = read_log(path)
+    assert log["step"] == [1, 2] and log["train_loss"] == [8.0, 7.0] and log["val_step"] == [2]
+    assert log["val_loss"] == [7.5] and wall_minutes(log, 600) == pytest.approx((6 + 3) / 60)
+    shipped = read_log(CHECKPOINT / "train_log.csv")
+    assert len(shipped["step"]) == 3000 and shipped["val_step"][-1] == 3000
+
+
+def test_read_bench_keeps_only_evaluations():
+    curves = read_bench(ROOT / "bench" / "results" / "weight_decay_1d.csv")
+    assert set(curves) == {"decay_matrices_only", "decay_all"}
+    assert curves["decay_all"]["val_step"][-1] == 200 and round(curves["decay_all"]["val_loss"][-1], 3) == 6.343
+
+
+def test_running_mean():
+    assert running_mean([1.0, 3.0, 5.0, 7.0], 2) == [1.0, 2.0, 4.0, 6.0]
+
+
+def test_training_state_bytes_is_sixteen_bytes_per_parameter_for_fp32_adamw():
+    model = tiny_model().train()
+    optimizer = torch.optim.AdamW(param_groups(model, 0.1), lr=1e-3)
+    ids = torch.randint(0, 320, (2, 8))
+    model(ids, labels=ids).loss.backward()
+    optimizer.step()
+    n = sum(p.numel() for p in model.parameters())
+    assert training_state_bytes(model, optimizer) == {"weights": 4 * n, "gradients": 4 * n, "optimizer": 8 * n}
+
+
+def test_saved_activations_grow_linearly_and_the_fit_predicts_them():
+    config = tiny_config(num_hidden_layers=1)
+    a, b = (saved_activation_bytes(config, 1, s, bf16_autocast=False) for s in (16, 32))
+    assert 0 < a < b
+    fit = activation_model(tiny_config(), seqs=(16, 32), bf16_autocast=False)
+    assert fit["per_layer_token"] > 0
+    measured = saved_activation_bytes(tiny_config(num_hidden_layers=3), 2, 24, bf16_autocast=False)
+    assert predict_activation_bytes(fit, 3, 48) == pytest.approx(measured, rel=0.02)
+
+
+def test_epoch_batches_split_an_epoch_between_ranks():
+    r0, r1 = epoch_batches(10, 2, 0, 0, 2), epoch_batches(10, 2, 0, 1, 2)
+    flat0, flat1 = sum(r0, []), sum(r1, [])
+    assert len(r0) == len(r1) == 2 and not set(flat0) & set(flat1)  # disjoint; each rank drops its tail row
+    assert len(set(flat0) | set(flat1)) == 8
+
+
+def test_epoch_batches_stops_at_the_epoch_boundary_on_every_rank():
+    for world in (1, 2, 3):
+        for rank in range(world):
+            got = epoch_batches(23, 3, 5, rank, world)
+            share = len(range(rank, 23, world))
+            assert len(got) == share // 3 and len({i for b in got for i in b}) == 3 * (share // 3)
+
+
+def test_steps_per_epoch_counts_what_batches_yields():
+    assert steps_per_epoch(10, 4) == 2            # the tail of 2 rows is dropped
+    assert steps_per_epoch(10, 4, world=2) == 1   # each rank sees 5 rows
+    assert steps_per_epoch(8, 4) == 2 and steps_per_epoch(3, 4) == 0
