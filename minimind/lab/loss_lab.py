@@ -177,7 +177,7 @@ def loss_grid_figure(texts, losses: dict, vmax: float, title: str, glosses=None,
     norm, cm = colors.Normalize(0, vmax), plt.get_cmap(cmap)
     names = list(losses)
     cell_w, cell_h = (0.95, 0.62) if glosses is not None else (0.42, 0.4)  # inches
-    fig, axes = plt.subplots(1, len(names), squeeze=False,
+    fig, axes = plt.subplots(1, len(names), squeeze=False, layout="constrained",  # keeps suptitle off the titles
                              figsize=(min(7.5, 1.1 + len(names) * (n_cols * cell_w + 0.2)), 0.75 + n_lines * cell_h))
     for ax, name in zip(axes[0], names):
         for i, ((line, col, width), text) in enumerate(zip(layout, texts)):
