@@ -1,0 +1,183 @@
+"""minimind/lab/residual_lab.py: sub-layer writes, gradient profiles through depth, the short recorded training
+run, the logit lens and its line-end readings, and the guess-grid figure."""
+import pytest
+import torch
+
+from minimind.lab import residual_lab
+from minimind.lab.probes import record_residual_stream, rms
+from minimind.lab.variants import post_norm_model
+from model_helpers import random_ids, tiny_config, tiny_model
+
+
+def recorded(model, ids):
+    with torch.no_grad(), record_residual_stream(model) as stream:
+        out = model(ids)
+    return stream, out
+
+
+# --- what each sub-layer writes ---------------------------------------------------------------------------------
+
+def test_sublayer_writes_add_up_to_the_block_output(ids):
+    model = tiny_model()
+    stream, _ = recorded(model, ids)
+    writes = residual_lab.sublayer_writes(stream)
+    assert len(writes) == 2
+    for i, row in enumerate(writes):
+        assert all(row[key].shape == ids.shape for key in row)
+        assert torch.allclose(row["stream"], rms(stream[i]["input"]))
+        # independent: the MLP's write recomputed from the block's own modules
+        layer = model.model.layers[i]
+        with torch.no_grad():
+            mlp = layer.mlp(layer.post_attention_layernorm(stream[i]["after_attention"]))
+        assert torch.allclose(row["mlp"], rms(mlp), atol=1e-5)
+        assert ((row["attention_cos"].abs() <= 1 + 1e-6) & (row["mlp_cos"].abs() <= 1 + 1e-6)).all()
+
+
+def test_sublayer_write_cosines_on_a_constructed_stream():
+    x = torch.randn(1, 3, 8)
+    stream = {0: {"input": x, "after_attention": 3 * x, "output": 3 * x - 6 * x}}  # attention: +2x, MLP: -6x
+    row = residual_lab.sublayer_writes(stream)[0]
+    assert torch.allclose(row["attention_cos"], torch.ones(1, 3), atol=1e-6)
+    assert torch.allclose(row["mlp_cos"], -torch.ones(1, 3), atol=1e-6)
+    assert torch.allclose(row["mlp"], 6 * rms(x), atol=1e-5)
+
+
+# --- gradients through depth ------------------------------------------------------------------------------------
+
+def test_gradient_profile_matches_a_plain_backward_and_clears_the_gradients(ids):
+    model = tiny_model(num_hidden_layers=3)
+    profile = residual_lab.gradient_profile(model, ids)
+    assert all(p.grad is None for p in model.parameters())
+    assert profile["params"].shape == profile["stream"].shape == (3,)
+    assert profile["sigma"].shape == profile["gain"].shape == (3, 2)
+    # independent: the same loss and block gradient norms from a plain backward pass
+    loss = model(ids, labels=ids).loss
+    loss.backward()
+    by_hand = [sum(p.grad.pow(2).sum() for p in layer.parameters()).sqrt().item() for layer in model.model.layers]
+    assert profile["loss"] == pytest.approx(loss.item(), rel=1e-6)
+    assert profile["params"].tolist() == pytest.approx(by_hand, rel=1e-4)
+    # sigma: what block 0's first norm divides by is the embedding's RMS; the final norm's, the last output's
+    stream, _ = recorded(model, ids)
+    assert profile["sigma"][0, 0].item() == pytest.approx(rms(stream[0]["input"]).mean().item(), rel=1e-5)
+    assert profile["final_sigma"] == pytest.approx(rms(stream[2]["output"]).mean().item(), rel=1e-5)
+    assert profile["top_stream"] > 0
+
+
+def silence_writes(model):
+    """Zero every sub-layer's output projection: attention and the MLP then write exactly nothing."""
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.weight.zero_(), layer.mlp.down_proj.weight.zero_()
+    return model
+
+
+def test_pre_norm_identity_path_passes_the_gradient_unchanged(ids):
+    """With writes of zero, a Pre-Norm stack is the identity: every block's backward gain is exactly 1."""
+    model = silence_writes(tiny_model(num_hidden_layers=4))
+    gain = residual_lab.measured_block_gain(residual_lab.gradient_profile(model, ids))
+    assert torch.allclose(gain, torch.ones(3), atol=1e-5)
+
+
+def test_post_norm_gain_follows_the_jacobian_prediction(ids):
+    """Post-Norm with silent sub-layers: each block only renormalises. Block l's output has RMS c_l (its second
+    norm's gain), so the next block divides by c_l and multiplies by c_{l+1}: a backward gain of c_{l+1} / c_l."""
+    torch.manual_seed(0)
+    model = silence_writes(post_norm_model(tiny_config(num_hidden_layers=4)))
+    gains = [1.0, 2.0, 0.5, 4.0]
+    with torch.no_grad():
+        for layer, c in zip(model.model.layers, gains):
+            layer.post_attention_layernorm.weight.fill_(c)
+    profile = residual_lab.gradient_profile(model, ids)
+    assert profile["final_sigma"] != profile["final_sigma"]  # nan: a Post-Norm model has no final norm
+    predicted = residual_lab.predicted_post_norm_gain(profile)
+    measured = residual_lab.measured_block_gain(profile)
+    assert profile["sigma"][1:, 0].tolist() == pytest.approx(gains[:-1], rel=1e-4)
+    assert predicted[1:].tolist() == pytest.approx([2.0, 0.25, 8.0], rel=1e-4)
+    # the norm also removes the gradient's component along x (about 1/d of it): within a few percent
+    assert measured[1:].tolist() == pytest.approx(predicted[1:-1].tolist(), rel=0.05)
+
+
+def test_predicted_post_norm_gain_is_the_product_of_gain_over_sigma():
+    profile = {"gain": torch.tensor([[1.0, 2.0], [0.5, 1.0]]), "sigma": torch.tensor([[4.0, 2.0], [1.0, 0.25]])}
+    assert residual_lab.predicted_post_norm_gain(profile).tolist() == pytest.approx([0.25, 2.0])
+
+
+def test_train_recording_lowers_the_loss_and_is_reproducible():
+    rows = random_ids(batch=16, seq_len=12, seed=3)
+    runs = []
+    for _ in range(2):
+        model = tiny_model(seed=0)
+        runs.append(residual_lab.train_recording(model, rows, steps=12, lr=3e-3, batch_size=4, seed=0))
+        assert not model.training and all(p.grad is None for p in model.parameters())
+    run = runs[0]
+    assert run["loss"].shape == (12,) and run["params"].shape == (12, 2)
+    assert run["loss"][-4:].mean() < run["loss"][:4].mean()
+    assert torch.equal(runs[0]["loss"], runs[1]["loss"]) and torch.equal(runs[0]["params"], runs[1]["params"])
+
+
+# --- the logit lens ---------------------------------------------------------------------------------------------
+
+def test_logit_lens_last_point_is_the_models_logits(ids):
+    model = tiny_model(num_hidden_layers=3)
+    stream, out = recorded(model, ids)
+    lens = residual_lab.logit_lens(model, stream)
+    assert lens.shape == (4, *out.logits.shape)
+    assert torch.allclose(lens[-1], out.logits, atol=1e-5)
+    # the first point is the embedding itself, read through the final norm and the tied head
+    with torch.no_grad():
+        by_hand = model.lm_head(model.model.norm(model.model.embed_tokens(ids)))
+    assert torch.allclose(lens[0], by_hand, atol=1e-5)
+    assert torch.equal(residual_lab.read_stream(model, stream[1]["output"]), lens[2])
+    assert residual_lab.lens_labels(3) == ["embedding", "after layer 0", "after layer 1", "after layer 2"]
+
+
+def test_line_end_readings_match_the_full_lens():
+    model = tiny_model(num_hidden_layers=2)
+    comma, stop = 7, 9
+    line = [[11, 12, 13, comma, 14, 15, 16, stop], [21, 22, 23, stop, 24, 25, 26, comma]]  # lines of 3 characters
+    ids = torch.tensor(line * 2)
+    ids[2:, 2] = comma  # rows 2-3 end a line early: a mark after only 2 characters
+    counts = [[1, 2, 3, 0, 1, 2, 3, 0]] * 2 + [[1, 2, 0, 0, 1, 2, 3, 0]] * 2
+    stream, _ = recorded(model, ids)
+    readings = residual_lab.line_end_readings(model, stream, ids, counts, [comma, stop], line_length=3)
+    # independent: the whole lens, then the positions picked by hand
+    lens = residual_lab.logit_lens(model, stream)  # [3, 4, 8, vocab]
+    ends = [(0, 2), (0, 6), (1, 2), (1, 6), (2, 6), (3, 6)]  # (row, position): 3 read, next is a mark
+    early = [(0, 1), (0, 5), (1, 1), (1, 5), (2, 1), (2, 5), (3, 1), (3, 5)]
+    assert readings["positions"] == len(ends) and readings["positions_early"] == len(early)
+    for k in range(3):
+        right = sum(int(lens[k, r, s].argmax() == ids[r, s + 1]) for r, s in ends) / len(ends)
+        p_mark = sum(lens[k, r, s].softmax(-1)[[comma, stop]].sum().item() for r, s in ends) / len(ends)
+        wrong = sum(int(lens[k, r, s].argmax().item() in (comma, stop)) for r, s in early) / len(early)
+        assert readings["right"][k].item() == pytest.approx(right)
+        assert readings["p_mark"][k].item() == pytest.approx(p_mark, rel=1e-4)
+        assert readings["early"][k].item() == pytest.approx(wrong)
+
+
+def test_line_end_readings_count_a_right_guess():
+    """A model whose head always says 'comma' is right at every comma and never at a full stop."""
+    model = tiny_model(num_hidden_layers=1)
+    comma, stop = 7, 9
+    with torch.no_grad():
+        model.lm_head.weight.zero_()  # tied: the embedding too; every logit 0 ...
+        model.lm_head.weight[comma] = 1.0  # ... except the comma's, positive whenever the normalised state sums > 0
+        model.model.norm.weight.fill_(1.0)
+    ids = torch.tensor([[11, 12, 13, comma, 14, 15, 16, stop]])
+    stream = {0: {"input": torch.ones(1, 8, 64), "output": torch.ones(1, 8, 64)}}
+    readings = residual_lab.line_end_readings(model, stream, ids, [[1, 2, 3, 0, 1, 2, 3, 0]], [comma, stop], 3)
+    assert readings["right"].tolist() == [0.5, 0.5] and readings["early"].tolist() == [1.0, 1.0]
+    assert readings["p_mark"][0].item() > 0.5
+
+
+def test_guess_grid_figure_draws_every_guess():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    probs = torch.tensor([[0.1, 0.9], [0.5, 0.2]])
+    fig = residual_lab.guess_grid_figure(probs, [["a", "b"], ["c", "dd"]], ["row 0", "row 1"], ["x", "y"], "t",
+                                         actual=["b", "z"], highlight=[1])
+    ax = fig.axes[0]
+    drawn = [t.get_text() for t in ax.texts]
+    assert sorted(drawn) == sorted(["a", "b", "c", "dd", "b", "z", "actual next"])  # guesses, then the actual row
+    assert ax.images[0].get_clim() == (0, 1)
+    plt.close(fig)
