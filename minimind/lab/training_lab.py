@@ -164,9 +164,10 @@ def training_state_bytes(model, optimizer) -> dict[str, int]:
             "optimizer": sum(t.numel() * t.element_size() for t in state)}
 
 
-def saved_activation_bytes(config, batch: int, seq: int, bf16_autocast: bool = True, seed: int = 0) -> int:
-    """Bytes autograd keeps for the backward pass of one training forward (tensors saved for backward, each
-    storage counted once, parameters not counted), measured on the CPU with uninitialised weights."""
+def saved_tensors(config, batch: int, seq: int, bf16_autocast: bool = True, seed: int = 0) -> list[tuple]:
+    """(shape, dtype, bytes) of each tensor autograd keeps for the backward pass of one training forward, measured
+    on the CPU with uninitialised weights: each storage counted once (a view counts its whole storage), the
+    parameters themselves not counted, in the order they were saved."""
     torch.manual_seed(seed)
     with torch.device("meta"):  # the weights' values do not matter here: skip initialising them
         model = MiniMindForCausalLM(config)
@@ -177,14 +178,19 @@ def saved_activation_bytes(config, batch: int, seq: int, bf16_autocast: bool = T
 
     def pack(t):
         storage = t.untyped_storage()
-        if storage.data_ptr() not in params:
-            kept[storage.data_ptr()] = storage.nbytes()
+        if storage.data_ptr() not in params and storage.data_ptr() not in kept:
+            kept[storage.data_ptr()] = (tuple(t.shape), t.dtype, storage.nbytes())
         return t
 
     with torch.autocast("cpu", dtype=torch.bfloat16) if bf16_autocast else nullcontext():
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             model(ids, labels=ids)
-    return sum(kept.values())
+    return list(kept.values())
+
+
+def saved_activation_bytes(config, batch: int, seq: int, bf16_autocast: bool = True, seed: int = 0) -> int:
+    """Bytes autograd keeps for the backward pass of one training forward (see saved_tensors)."""
+    return sum(b for *_, b in saved_tensors(config, batch, seq, bf16_autocast, seed))
 
 
 def activation_model(config, seqs=(32, 64), bf16_autocast: bool = True) -> dict[str, float]:

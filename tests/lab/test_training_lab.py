@@ -7,7 +7,7 @@ import torch
 import minimind
 from minimind.lab.training_lab import (RAW_EXAMPLES, TANG_FUNNEL, activation_model, classify_items, corpus_funnel,
                                        merges, predict_activation_bytes, epoch_batches, read_bench, read_log,
-                                       running_mean, saved_activation_bytes, steps_per_epoch, token_text,
+                                       running_mean, saved_activation_bytes, saved_tensors, steps_per_epoch, token_text,
                                        training_state_bytes, vocab_kinds, wall_minutes, word_merges)
 from minimind.training.train import param_groups
 from model_helpers import tiny_config, tiny_model
@@ -123,3 +123,12 @@ def test_steps_per_epoch_counts_what_batches_yields():
     assert steps_per_epoch(10, 4) == 2            # the tail of 2 rows is dropped
     assert steps_per_epoch(10, 4, world=2) == 1   # each rank sees 5 rows
     assert steps_per_epoch(8, 4) == 2 and steps_per_epoch(3, 4) == 0
+
+
+def test_saved_tensors_lists_what_autocast_keeps():
+    config = tiny_config(num_hidden_layers=1)
+    fp32 = saved_tensors(config, 1, 16, bf16_autocast=False)
+    bf16 = saved_tensors(config, 1, 16, bf16_autocast=True)
+    assert {d for _, d, _ in fp32} <= {torch.float32, torch.int64}
+    assert torch.bfloat16 in {d for _, d, _ in bf16}
+    assert saved_activation_bytes(config, 1, 16, bf16_autocast=False) == sum(b for *_, b in fp32)
