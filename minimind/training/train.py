@@ -243,18 +243,17 @@ def train(args) -> MiniMindForCausalLM:
 
 
 def plot_loss_curve(log_csv: Path, png: Path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: a notebook that calls train() keeps its backend
     rows = list(csv.DictReader(open(log_csv)))
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig = Figure(figsize=(6, 3.5))
+    ax = fig.subplots()
     ax.plot([int(r["step"]) for r in rows], [float(r["train_loss"]) for r in rows], lw=0.8, label="train")
     val = [(int(r["step"]), float(r["val_loss"])) for r in rows if r["val_loss"]]
     if val:
         ax.plot(*zip(*val), "o-", label="validation")
     ax.set(xlabel="step", ylabel="loss (nats/token)", title=png.parent.name)
     ax.legend(), ax.grid(alpha=0.3)
-    fig.tight_layout(), fig.savefig(png, dpi=100), plt.close(fig)
+    fig.tight_layout(), fig.savefig(png, dpi=100)
 
 
 def read_meta(data_dir):
