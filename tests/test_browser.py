@@ -35,6 +35,9 @@ import nbformat
 import pytest
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import refresh_notebooks  # noqa: E402
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DRIVER_DIR = REPO_ROOT / "tests" / "browser"
 FIXTURES = REPO_ROOT / "tests" / "fixtures"
@@ -45,18 +48,7 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 def toc_files(book_dir: Path) -> list[str]:
     """The files of a jb-book _toc.yml in reading order (root first), without suffix, e.g. 'book/ch03_rope'."""
-    toc = yaml.safe_load((book_dir / "_toc.yml").read_text(encoding="utf-8"))
-    files = [toc["root"]]
-
-    def walk(entries):
-        for entry in entries or []:
-            if "file" in entry:
-                files.append(entry["file"])
-            for key in ("parts", "chapters", "sections"):
-                walk(entry.get(key))
-
-    walk(toc.get("parts"))
-    walk(toc.get("chapters"))
+    files = refresh_notebooks.toc_files(book_dir / "_toc.yml")
     return [str(Path(f).with_suffix("")) if Path(f).suffix in (".ipynb", ".md") else f for f in files]
 
 

@@ -56,10 +56,9 @@ KERNEL_ENV = {
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def toc_notebooks(toc_path: Path) -> list[Path]:
-    """The .ipynb files named in a jb-book _toc.yml, in reading order (root first)."""
+def toc_files(toc_path: Path) -> list[str]:
+    """The file entries of a jb-book _toc.yml in reading order (root first), as written there."""
     toc = yaml.safe_load(toc_path.read_text(encoding="utf-8"))
-    base = toc_path.parent
     files: list[str] = [toc["root"]]
 
     def walk(entries):
@@ -71,9 +70,14 @@ def toc_notebooks(toc_path: Path) -> list[Path]:
 
     walk(toc.get("parts"))
     walk(toc.get("chapters"))
+    return files
+
+
+def toc_notebooks(toc_path: Path) -> list[Path]:
+    """The .ipynb files named in a jb-book _toc.yml, in reading order (root first)."""
     notebooks = []
-    for name in files:
-        path = base / name
+    for name in toc_files(toc_path):
+        path = toc_path.parent / name
         candidate = path if path.suffix == ".ipynb" else path.with_suffix(".ipynb")
         if candidate.exists():
             notebooks.append(candidate)
