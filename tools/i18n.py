@@ -1,0 +1,293 @@
+"""The Chinese edition (中文版): Sphinx's gettext translation of the book's prose.
+
+Code, outputs and widgets are shared by both editions; only the prose (markdown cells, .md pages, toc
+captions) is translated, one catalogue per page in book/locales/zh_CN/LC_MESSAGES/book/*.po.
+
+    python tools/i18n.py update   # after an English change: extract messages, merge them into the catalogues
+                                  # (a changed paragraph becomes fuzzy and shows in English until re-translated)
+    python tools/i18n.py status   # per catalogue: messages, translated, fuzzy, missing; then `check`.
+                                  # Exit 1 unless every catalogue is complete and current (CI runs this)
+    python tools/i18n.py check [PO ...]   # markup and terminology of the translations (see check_entry)
+    python tools/i18n.py build    # the Chinese edition into _build/html/zh (after the English one)
+
+The Chinese config is _config.yml with book/locales/zh_CN/_config.override.yml merged over it. Terms and
+their fixed translations: book/locales/zh_CN/terms.tsv (also the search dictionary for jieba).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from babel.messages.pofile import read_po
+from markdown_it import MarkdownIt
+from mdit_py_plugins.dollarmath import dollarmath_plugin
+
+REPO = Path(__file__).resolve().parents[1]
+LOCALE = "zh_CN"
+LOCALE_DIR = REPO / "book" / "locales"
+PO_DIR = LOCALE_DIR / LOCALE / "LC_MESSAGES"
+OVERRIDE = LOCALE_DIR / LOCALE / "_config.override.yml"
+TERMS = LOCALE_DIR / LOCALE / "terms.tsv"
+ZH_BUILD = REPO / "_build" / "zh"  # the Chinese build's own folder (config, doctrees, html)
+HTML_OUT = REPO / "_build" / "html" / "zh"
+
+
+# --- configuration ------------------------------------------------------------------------------------------
+
+def merge(base: dict, override: dict) -> dict:
+    """Deep merge: dicts merge key by key, anything else in `override` replaces."""
+    out = dict(base)
+    for key, value in override.items():
+        out[key] = merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def write_config(folder: Path, zh: bool) -> Path:
+    """_config.yml (merged with the Chinese override when `zh`) written into `folder`, paths made absolute
+    (Jupyter Book resolves local extensions relative to the config file)."""
+    config = yaml.safe_load((REPO / "_config.yml").read_text(encoding="utf-8"))
+    if zh:
+        config = merge(config, yaml.safe_load(OVERRIDE.read_text(encoding="utf-8")))
+        dictionary = folder / "jieba_terms.txt"
+        dictionary.write_text("".join(f"{t.chinese} 100000 n\n" for t in read_terms() if t.chinese),
+                              encoding="utf-8")
+        config["sphinx"]["config"]["html_search_options"] = {"dict": str(dictionary)}
+    sphinx = config["sphinx"]
+    sphinx["local_extensions"] = {k: str(REPO / v) for k, v in sphinx["local_extensions"].items()}
+    sphinx["config"]["locale_dirs"] = [str(REPO / d) for d in sphinx["config"]["locale_dirs"]]
+    path = folder / "_config.yml"
+    path.write_text(yaml.safe_dump(config, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def jupyter_book(config: Path, out: Path, *args: str) -> None:
+    cmd = ["jupyter-book", "build", str(REPO), "--config", str(config), "--path-output", str(out), *args]
+    subprocess.run(cmd, check=True)
+
+
+# --- extract / update ---------------------------------------------------------------------------------------
+
+def extract(out: Path) -> Path:
+    """Message templates (.pot) of the current English sources; returns the folder holding book/*.pot."""
+    out.mkdir(parents=True, exist_ok=True)
+    jupyter_book(write_config(out, zh=False), out, "--builder", "custom", "--custom-builder", "gettext", "-W")
+    return out / "_build" / "gettext"
+
+
+def update() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        pot_dir = extract(Path(tmp))
+        subprocess.run(["sphinx-intl", "update", "-p", str(pot_dir), "-d", str(LOCALE_DIR), "-l", LOCALE,
+                        "--line-width", "-1"], check=True)
+    print(f"catalogues updated in {PO_DIR.relative_to(REPO)}; now: python tools/i18n.py status")
+
+
+# --- terms --------------------------------------------------------------------------------------------------
+
+@dataclass
+class Term:
+    english: str   # a case-insensitive regex matched as whole words, e.g. "residual streams?"
+    chinese: str   # the fixed translation; alternatives separated by "|" (the first is the preferred one)
+    rule: str      # "always": every message with the English has the Chinese; "first": only first-use;
+                   # "note": guidance for translators, not checked
+
+    @property
+    def english_re(self) -> re.Pattern:
+        return re.compile(rf"(?<![\w-])(?:{self.english})(?![\w-])", re.IGNORECASE)
+
+    @property
+    def chinese_forms(self) -> list[str]:
+        return [form for form in self.chinese.split("|") if form]
+
+    def in_chinese(self, text: str) -> bool:
+        return any(form in text for form in self.chinese_forms)
+
+
+def read_terms() -> list[Term]:
+    terms = []
+    for line in TERMS.read_text(encoding="utf-8").splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        english, chinese, rule, *_ = line.split("\t") + [""]
+        if rule not in ("always", "first", "note"):
+            raise ValueError(f"{TERMS.name}: rule must be always, first or note, not {rule!r} in {line!r}")
+        terms.append(Term(english, chinese, rule))
+    return terms
+
+
+# --- markup -------------------------------------------------------------------------------------------------
+
+_md = MarkdownIt("commonmark").use(dollarmath_plugin, allow_labels=True, allow_space=True, allow_digits=True)
+_TEXT_IN_MATH = re.compile(r"\\(?:text|mathrm|textrm)\{[^{}]*\}")
+_STRAY = ("*", "$", "`")
+
+
+@dataclass
+class Markup:
+    code: Counter    # inline code and roles: must be copied exactly
+    math: Counter    # math, with \text{...} contents blanked (they may be translated)
+    links: Counter   # link targets
+    stray: Counter   # markup characters left as literal text (an emphasis or `$` that failed to parse)
+    prose: str       # the text without code, math and link targets
+
+
+def markup(text: str) -> Markup:
+    code, math, links, stray, prose = Counter(), Counter(), Counter(), Counter(), []
+    for token in _md.parse(text):
+        if token.type in ("math_block", "math_block_label", "fence", "code_block"):
+            (math if token.type.startswith("math") else code)[token.content.strip()] += 1
+        for child in token.children or []:
+            if child.type == "code_inline":
+                code[child.content] += 1
+            elif child.type.startswith("math"):
+                math[_TEXT_IN_MATH.sub(r"\\text{}", child.content.strip())] += 1
+            elif child.type == "link_open":
+                links[child.attrs.get("href", "")] += 1
+            elif child.type == "text":
+                prose.append(child.content)
+                for char in _STRAY:
+                    stray[char] += child.content.count(char)
+    return Markup(code, math, links, stray, " ".join(prose))
+
+
+_ENGLISH_WORDS = re.compile(r"\b(the|of|and|is|are|to|in|with|that|this|it|a|an)\b", re.IGNORECASE)
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def check_entry(msgid: str, msgstr: str) -> list[str]:
+    """What is wrong with one translation's markup: code, math and links must match the English; no markup
+    may be left as literal text (CommonMark does not close `**` between a CJK punctuation mark and a
+    letter: write `**“残差流”** 是` or move the quotes inside); no sentence left in English."""
+    problems = []
+    src, dst = markup(msgid), markup(msgstr)
+    for name in ("code", "math", "links"):
+        a, b = getattr(src, name), getattr(dst, name)
+        if a != b:
+            lost, added = sorted((a - b).elements()), sorted((b - a).elements())
+            problems.append(f"{name} differs: missing {lost}, extra {added}")
+    for char in _STRAY:
+        if dst.stray[char] > src.stray[char]:
+            problems.append(f"a literal {char!r} in the rendered text: markup that did not parse")
+    if msgstr.strip() == msgid.strip() and len(_ENGLISH_WORDS.findall(src.prose)) >= 2:
+        problems.append("left in English")
+    if _CJK.search(msgstr) is None and len(_ENGLISH_WORDS.findall(dst.prose)) >= 2:
+        problems.append("no Chinese in the translation")
+    return problems
+
+
+def check_terms(entries: list[tuple[str, str]], terms: list[Term]) -> list[str]:
+    """Fixed terms: an `always` term's Chinese appears wherever its English does; for `always` and `first`
+    terms the first message (in page order) using the term gives the English in parentheses as well."""
+    problems = []
+    for term in terms:
+        if term.rule == "note":
+            continue
+        first_seen = False
+        for msgid, msgstr in entries:
+            english_in_source = bool(term.english_re.search(markup(msgid).prose))
+            if term.rule == "always" and english_in_source and not term.in_chinese(msgstr):
+                problems.append(f"{msgid[:60]!r}: {term.english!r} should be {term.chinese_forms[0]!r}")
+            used = term.in_chinese(msgstr) or bool(term.english_re.search(markup(msgstr).prose))
+            if used and not first_seen:
+                first_seen = True
+                both = term.in_chinese(msgstr) and term.english_re.search(msgstr)
+                if not both:
+                    problems.append(f"{msgid[:60]!r}: the first use of {term.chinese_forms[0]} gives the English "
+                                    f"({term.english}) as well")
+    return problems
+
+
+def catalogue_entries(po: Path) -> list:
+    with po.open("rb") as f:
+        catalog = read_po(f)
+    return [m for m in catalog if m.id]
+
+
+def check(paths: list[Path]) -> int:
+    terms = read_terms()
+    count = 0
+    for po in paths:
+        entries = [(m.id, m.string) for m in catalogue_entries(po) if m.string and not m.fuzzy]
+        problems = [f"{msgid[:60]!r}: {p}" for msgid, msgstr in entries for p in check_entry(msgid, msgstr)]
+        if po.stem != "glossary":  # the glossary's table keeps the English terms as they are
+            problems += check_terms(entries, terms)
+        for p in problems:
+            print(f"{po.relative_to(REPO)}: {p}")
+        count += len(problems)
+    print(f"check: {count} problem(s) in {len(paths)} catalogue(s)")
+    return count
+
+
+# --- status -------------------------------------------------------------------------------------------------
+
+def status() -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        pot_dir = extract(Path(tmp))
+        pots = {p.relative_to(pot_dir).with_suffix(""): p for p in sorted(pot_dir.rglob("*.pot"))}
+        bad = 0
+        print(f"{'catalogue':<28}{'messages':>9}{'done':>7}{'fuzzy':>7}{'empty':>7}{'not in .po':>12}")
+        for name, pot in pots.items():
+            wanted = {m.id for m in catalogue_entries(pot)}
+            po = PO_DIR / name.with_suffix(".po")
+            have = {m.id: m for m in catalogue_entries(po)} if po.exists() else {}
+            done = sum(1 for i in wanted if i in have and have[i].string and not have[i].fuzzy)
+            fuzzy = sum(1 for i in wanted if i in have and have[i].fuzzy)
+            empty = sum(1 for i in wanted if i in have and not have[i].string)
+            missing = len(wanted - have.keys())
+            bad += len(wanted) - done
+            print(f"{str(name):<28}{len(wanted):>9}{done:>7}{fuzzy:>7}{empty:>7}{missing:>12}")
+        orphans = sorted(p for p in PO_DIR.rglob("*.po") if p.relative_to(PO_DIR).with_suffix("") not in pots)
+        for po in orphans:
+            print(f"{po.relative_to(REPO)}: no such page any more (delete it)")
+    if bad:
+        print(f"status: {bad} message(s) not translated or out of date: python tools/i18n.py update, then "
+              "translate the empty and fuzzy entries")
+    problems = check(sorted(PO_DIR.rglob("*.po")))
+    return 1 if bad or orphans or problems else 0
+
+
+# --- build --------------------------------------------------------------------------------------------------
+
+def build(extra: list[str]) -> None:
+    """The Chinese edition, warnings as errors (a translation that breaks a reference only warns)."""
+    ZH_BUILD.mkdir(parents=True, exist_ok=True)
+    jupyter_book(write_config(ZH_BUILD, zh=True), ZH_BUILD, "-W", *extra)
+    if HTML_OUT.exists():
+        shutil.rmtree(HTML_OUT)
+    shutil.copytree(ZH_BUILD / "_build" / "html", HTML_OUT)
+    print(HTML_OUT / "index.html")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("update")
+    sub.add_parser("status")
+    check_parser = sub.add_parser("check")
+    check_parser.add_argument("po", nargs="*", type=Path)
+    build_parser = sub.add_parser("build")
+    build_parser.add_argument("extra", nargs="*", help="more jupyter-book build options, e.g. --all")
+    args = parser.parse_args(argv)
+    if args.command == "update":
+        update()
+    elif args.command == "status":
+        return status()
+    elif args.command == "check":
+        paths = [p.resolve() for p in args.po] or sorted(PO_DIR.rglob("*.po"))
+        return 1 if check(paths) else 0
+    elif args.command == "build":
+        build(args.extra)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
