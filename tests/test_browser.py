@@ -1,15 +1,18 @@
 """The built HTML book, as a reader's browser sees it: offline, widgets alive, math rendered, nothing cut off.
 
-Builds the book (`jupyter-book build .`; set BOOK_BUILT=1 to reuse an existing _build/html), serves
-_build/html on 127.0.0.1, and runs tests/browser/check_book.mjs (playwright-core driving Debian's
-/usr/bin/chromium headless) over every page of _toc.yml. What each page must show is read from the page
-itself and its notebook, so new chapters are checked without listing them anywhere:
+Builds both editions (English: `jupyter-book build .`; Chinese: `tools/i18n.py build` into _build/html/zh;
+set BOOK_BUILT=1 to reuse an existing _build/html), serves _build/html on 127.0.0.1, and runs
+tests/browser/check_book.mjs (playwright-core driving Debian's /usr/bin/chromium headless) over every page of
+_toc.yml in both editions. What each page must show is read from the page itself and its notebook, so new
+chapters are checked without listing them anywhere:
 - every widget output of the notebook renders, and every Stack is jslinked to a slider; each slider is
   stepped through every position, and each time its readout shows the frame's label and the image is the
   matching frame (frame_player: SelectionSlider `index` -> Stack `selected_index`);
 - MathJax renders all math, without errors, and no literal `$` is left in the text outside code;
 - no code line or output is cut off (wider than its box with no way to scroll);
-- no request leaves 127.0.0.1, no failed request, no console error.
+- no request leaves 127.0.0.1, no failed request, no console error;
+- each page links to its twin in the other edition; no prose of a Chinese page is left in English; the
+  search pages find the book's terms (English and Chinese, e.g. 残差流, 旋转位置编码).
 Screenshots and report.json go to _build/screenshots/.
 
 A second test builds a small book from tests/fixtures/ (a clean chapter and a deliberately broken one) and
@@ -100,6 +103,11 @@ def _build_book(book_dir: Path, reuse: bool) -> float:
     command = [str(jupyter_book) if jupyter_book.exists() else "jupyter-book", "build", str(book_dir)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, f"jupyter-book build failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    if book_dir == REPO_ROOT:
+        result = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "i18n.py"), "build"],
+                                capture_output=True, text=True, timeout=900)
+        assert result.returncode == 0, (f"the Chinese edition's build failed:\n{result.stdout[-4000:]}\n"
+                                        f"{result.stderr[-4000:]}")
     return time.perf_counter() - start
 
 
@@ -118,13 +126,14 @@ def _serve(directory: Path) -> tuple[subprocess.Popen, str]:
     return server, f"http://127.0.0.1:{port}/"
 
 
-def check_book(book_dir: Path, pages: list[dict], spec_dir: Path, reuse_build=False) -> dict:
+def check_book(book_dir: Path, pages: list[dict], spec_dir: Path, reuse_build=False, searches=()) -> dict:
     """Build (unless reuse_build), serve and drive the browser over `pages`; the driver's report + timings."""
     node = _require_browser()
     build_s = _build_book(book_dir, reuse_build)
     screenshot_dir = book_dir / "_build" / "screenshots"
     server, base_url = _serve(book_dir / "_build" / "html")
-    spec = {"base_url": base_url, "screenshot_dir": str(screenshot_dir), "chromium": str(CHROMIUM), "pages": pages}
+    spec = {"base_url": base_url, "screenshot_dir": str(screenshot_dir), "chromium": str(CHROMIUM), "pages": pages,
+            "searches": list(searches)}
     spec_path = spec_dir / "spec.json"
     spec_path.write_text(json.dumps(spec))
     start = time.perf_counter()
@@ -156,13 +165,24 @@ def _page_result(report: dict, page: str) -> dict:
 
 # --- the book --------------------------------------------------------------------------------------------------
 
-PAGES = book_pages(BOOK_DIR)
+ENGLISH_PAGES = book_pages(BOOK_DIR)
+EDITIONS = BOOK_DIR == REPO_ROOT  # the repo's book has a Chinese edition in _build/html/zh; fixture books do not
+CHINESE_PAGES = [{**entry, "page": f"zh/{entry['page']}", "lang": "zh"} for entry in ENGLISH_PAGES] if EDITIONS else []
+PAGES = [{**entry, "twin": EDITIONS} for entry in ENGLISH_PAGES + CHINESE_PAGES]
+# A term each edition's search must find, and a page it must list (Chinese search needs jieba and the
+# dictionary of the book's terms that tools/i18n.py gives it).
+SEARCHES = [
+    {"page": "search.html", "query": "RMSNorm", "expect": "book/ch02_rmsnorm.html"},
+    {"page": "zh/search.html", "query": "残差流", "expect": "zh/book/ch07_residual.html"},
+    {"page": "zh/search.html", "query": "旋转位置编码", "expect": "zh/book/ch03_rope.html"},
+    {"page": "zh/search.html", "query": "均方根归一化", "expect": "zh/book/ch02_rmsnorm.html"},
+] if EDITIONS else []
 
 
 @pytest.fixture(scope="module")
 def browser_report(tmp_path_factory):
     return check_book(BOOK_DIR, PAGES, tmp_path_factory.mktemp("browser"),
-                      reuse_build=os.environ.get("BOOK_BUILT") == "1")
+                      reuse_build=os.environ.get("BOOK_BUILT") == "1", searches=SEARCHES)
 
 
 def test_browser_started(browser_report):
@@ -175,6 +195,14 @@ def test_page(browser_report, entry):
     problems = "\n  ".join(result["problems"])
     assert not result["problems"], f"{entry['page']}:\n  {problems}"
     assert result["screenshot"] and Path(result["screenshot"]).exists()
+
+
+@pytest.mark.parametrize("search", SEARCHES, ids=lambda s: f"{s['page']}?q={s['query']}")
+def test_search(browser_report, search):
+    [result] = [r for r in browser_report.get("searches", [])
+                if (r["page"], r["query"]) == (search["page"], search["query"])] or [None]
+    assert result is not None, f"the search was not run: {browser_report.get('error')}"
+    assert not result["problems"], "\n".join(result["problems"])
 
 
 # --- the checks themselves, on a fixture book --------------------------------------------------------------------
@@ -198,7 +226,8 @@ def _fixture_book(root: Path) -> Path:
 
 def test_the_checks_pass_a_clean_page_and_catch_planted_problems(tmp_path):
     book = _fixture_book(tmp_path / "fixture_book")
-    pages = book_pages(book)
+    # the broken page also stands for a Chinese page left in English whose twin link points nowhere
+    pages = [{**e, "lang": "zh", "twin": True} if "fx02" in e["page"] else e for e in book_pages(book)]
     report = check_book(book, pages, tmp_path)
     assert "error" not in report, report.get("error")
 
@@ -216,6 +245,8 @@ def test_the_checks_pass_a_clean_page_and_catch_planted_problems(tmp_path):
         "a Stack with no slider": "is not jslinked to any slider",
         "a slider with its readout hidden": "the readout shows null",
         "two frames with one label": "frames share the label",
+        "English prose on a Chinese page": "prose left in English in the Chinese edition",
+        "a twin link to a missing page": "the link to the other edition (",
     }
     missed = [what for what, text in expected.items() if text not in problems]
     assert not missed, f"the driver missed: {missed}\nit reported:\n{problems}"

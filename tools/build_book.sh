@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build the HTML book from the committed notebook outputs (no execution; see _config.yml).
+# Build the HTML book from the committed notebook outputs (no execution; see _config.yml): the English
+# edition into _build/html, then the Chinese one (中文版, tools/i18n.py) into _build/html/zh.
 #   tools/build_book.sh [extra jupyter-book build options, e.g. --all]
 # Uses the active virtual environment, else creates/uses .venv and installs requirements.txt.
 set -euo pipefail
@@ -10,5 +11,10 @@ use_venv
 t0="$(now)"
 echo "== jupyter-book build . $* (from the committed notebook outputs; no execution)"
 jupyter-book build . "$@"
-echo "== book built in $(elapsed "$t0") s"
+echo "== English edition built in $(elapsed "$t0") s"
+t1="$(now)"
+echo "== python tools/i18n.py build $* (the Chinese edition, warnings as errors)"
+python tools/i18n.py build "$@"
+echo "== Chinese edition built in $(elapsed "$t1") s; both in $(elapsed "$t0") s"
 echo "$repo_root/_build/html/index.html"
+echo "$repo_root/_build/html/zh/index.html"

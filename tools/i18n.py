@@ -58,8 +58,7 @@ def write_config(folder: Path, zh: bool) -> Path:
     if zh:
         config = merge(config, yaml.safe_load(OVERRIDE.read_text(encoding="utf-8")))
         dictionary = folder / "jieba_terms.txt"
-        dictionary.write_text("".join(f"{t.chinese} 100000 n\n" for t in read_terms() if t.chinese),
-                              encoding="utf-8")
+        dictionary.write_text("".join(f"{word} 100000 n\n" for word in search_words()), encoding="utf-8")
         config["sphinx"]["config"]["html_search_options"] = {"dict": str(dictionary)}
     sphinx = config["sphinx"]
     sphinx["local_extensions"] = {k: str(REPO / v) for k, v in sphinx["local_extensions"].items()}
@@ -79,7 +78,7 @@ def jupyter_book(config: Path, out: Path, *args: str) -> None:
 def extract(out: Path) -> Path:
     """Message templates (.pot) of the current English sources; returns the folder holding book/*.pot."""
     out.mkdir(parents=True, exist_ok=True)
-    jupyter_book(write_config(out, zh=False), out, "--builder", "custom", "--custom-builder", "gettext", "-W")
+    jupyter_book(write_config(out, zh=False), out, "--builder", "custom", "--custom-builder", "gettext", "-W", "-q")
     return out / "_build" / "gettext"
 
 
@@ -110,6 +109,12 @@ class Term:
 
     def in_chinese(self, text: str) -> bool:
         return any(form in text for form in self.chinese_forms)
+
+
+def search_words() -> list[str]:
+    """The Chinese terms as jieba dictionary words (all-Chinese forms only: a dictionary word has no spaces)."""
+    words = {form for term in read_terms() for form in term.chinese_forms if re.fullmatch(r"[\u4e00-\u9fff]+", form)}
+    return sorted(words)
 
 
 def read_terms() -> list[Term]:
@@ -260,7 +265,7 @@ def status() -> int:
 def build(extra: list[str]) -> None:
     """The Chinese edition, warnings as errors (a translation that breaks a reference only warns)."""
     ZH_BUILD.mkdir(parents=True, exist_ok=True)
-    jupyter_book(write_config(ZH_BUILD, zh=True), ZH_BUILD, "-W", *extra)
+    jupyter_book(write_config(ZH_BUILD, zh=True), ZH_BUILD, "-W", "--keep-going", *extra)
     if HTML_OUT.exists():
         shutil.rmtree(HTML_OUT)
     shutil.copytree(ZH_BUILD / "_build" / "html", HTML_OUT)
@@ -275,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     check_parser = sub.add_parser("check")
     check_parser.add_argument("po", nargs="*", type=Path)
     build_parser = sub.add_parser("build")
-    build_parser.add_argument("extra", nargs="*", help="more jupyter-book build options, e.g. --all")
+    build_parser.add_argument("extra", nargs=argparse.REMAINDER, help="more jupyter-book build options, e.g. --all")
     args = parser.parse_args(argv)
     if args.command == "update":
         update()

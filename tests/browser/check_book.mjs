@@ -5,6 +5,10 @@
 //   widgets: number of widget outputs on the page (each must render); omitted = not checked
 //   slider_stacks: (optional) number of slider -> Stack jslinks the page must have
 //   math: true/false; omitted = required when the page has Sphinx math (.math) in it
+//   twin: true = the page links to the same page in the other edition (p.edition-switch), and that page exists
+//   lang: "zh" = a page of the Chinese edition: no paragraph of its prose may be left in English
+//       "searches": [{"query": "残差流", "page": "zh/search.html", "expect": "zh/book/ch07_residual.html"}]
+//   the search page, given the query, must list the expected page among its results
 // Per page, discovered from the page itself (nothing is listed per chapter):
 // - every widget output renders; every Stack is jslinked to a slider (IntSlider `value` or SelectionSlider
 //   `index`, as minimind.lab.viz.frame_player makes them); each slider is stepped through every position with
@@ -202,6 +206,29 @@ function readoutText(tag) {
   return el.textContent.trim();
 }
 
+// Paragraphs and list items of the prose (not code, outputs or widgets) written in English: in the Chinese
+// edition they are messages the catalogue lacks or marks fuzzy, which Sphinx shows in English.
+function englishProse() {
+  const root = document.querySelector("article.bd-article") || document.querySelector("main") || document.body;
+  const skip = "pre, code, .cell_output, .widget-subarea, .MathJax, mjx-container, .edition-switch, table";
+  const english = [];
+  for (const el of root.querySelectorAll("p, li, h1, h2, h3, .admonition-title")) {
+    if (el.closest(skip) || el.querySelector("p, li")) continue;
+    const clone = el.cloneNode(true);
+    clone.querySelectorAll("code, mjx-container, .math").forEach((c) => c.remove());
+    const text = clone.textContent.replace(/\s+/g, " ").trim();
+    const words = text.match(/[A-Za-z]{2,}/g) || [];
+    if (words.length >= 6 && !/[\u4e00-\u9fff]/.test(text)) english.push(text.slice(0, 80));
+  }
+  return english;
+}
+
+// The link to the other edition's page: its href and language.
+function twinLink() {
+  const a = document.querySelector("p.edition-switch a");
+  return a ? { href: a.href, lang: a.getAttribute("hreflang") } : null;
+}
+
 const shotName = (page) => page.replace(/\.html$/, "").replace(/[\\/]/g, "__");
 
 // --- one page ------------------------------------------------------------------------------------
@@ -326,6 +353,19 @@ async function checkPage(context, entry) {
       result.sliders.push({ link: n, min, max, steps, screenshot: closeUp });
     }
     (await page.evaluate(clippedContent)).forEach((p) => problems.push(p));
+    if (entry.twin) {
+      const twin = await page.evaluate(twinLink);
+      if (!twin) problems.push("no link to the other edition (p.edition-switch)");
+      else {
+        const res = await page.request.get(twin.href).catch((err) => ({ status: () => err.message }));
+        if (res.status() !== 200) problems.push(`the link to the other edition (${twin.href}) gives ${res.status()}`);
+        result.twin = twin;
+      }
+    }
+    if (entry.lang === "zh") {
+      (await page.evaluate(englishProse)).forEach((text) =>
+        problems.push(`prose left in English in the Chinese edition: ${JSON.stringify(text)}`));
+    }
     await page.waitForLoadState("networkidle", { timeout: 15000 }).catch(() => {});
     // back to the top with nothing focused, so sticky headers and the skip link stay put
     await page.evaluate(() => { document.activeElement?.blur(); window.scrollTo(0, 0); });
@@ -340,6 +380,34 @@ async function checkPage(context, entry) {
     await page.close();
   }
   return result;
+}
+
+// --- search ----------------------------------------------------------------------------------------
+// Sphinx's search page with ?q=: wait until it has listed its results, then look for the expected page.
+async function checkSearch(context, search) {
+  const problems = [];
+  const page = await context.newPage();
+  page.on("pageerror", (err) => problems.push(`page error: ${err.message}`));
+  const url = new URL(`${search.page}?q=${encodeURIComponent(search.query)}`, base).href;
+  let found = [];
+  try {
+    await page.goto(url, { waitUntil: "load", timeout: 60000 });
+    const results = page.locator("#search-results ul.search li a, ul.search li a");
+    for (let t = 0; t < 150 && found.length === 0; t++) {
+      await page.waitForTimeout(100);
+      found = await results.evaluateAll((links) => links.map((a) => a.href));
+    }
+    found = found.map((href) => new URL(href).pathname.replace(/^\//, ""));
+    if (!found.some((f) => f === search.expect)) {
+      problems.push(`searching ${JSON.stringify(search.query)} on ${search.page} does not find ${search.expect} ` +
+        `(found ${found.length} pages: ${JSON.stringify(found.slice(0, 5))})`);
+    }
+  } catch (err) {
+    problems.push(`driver error: ${err.message}`);
+  } finally {
+    await page.close();
+  }
+  return { ...search, found, problems };
 }
 
 // --- main ----------------------------------------------------------------------------------------
@@ -357,7 +425,10 @@ try {
   // nothing may leave the machine: requests to other hosts are recorded (see checkPage) and blocked
   await context.route((url) => !isLocal(url.href), (route) => route.abort("blockedbyclient"));
   for (const entry of spec.pages) report.pages.push(await checkPage(context, entry));
-  report.ok = report.pages.every((p) => p.problems.length === 0);
+  report.searches = [];
+  for (const search of spec.searches || []) report.searches.push(await checkSearch(context, search));
+  report.ok = report.pages.every((p) => p.problems.length === 0) &&
+    report.searches.every((s) => s.problems.length === 0);
 } catch (err) {
   report.error = `${err.message}`;
 } finally {
