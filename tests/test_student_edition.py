@@ -93,6 +93,8 @@ def test_the_fixture_follows_the_conventions():
     ("ok = check(f, g, [()])", ["check"], "must fail"),
     ("x = 1", ["solution", "check"], "use one of them"),
     ("assert check(f, g, [()])", ["points-2"], "only counts on a `check` cell"),
+    ("def f(x):\n    # return twice x\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION",
+     ["solution"], "stub is not valid Python"),
 ])
 def test_problems_name_each_broken_convention(source, tags, expected):
     nb = new_notebook(cells=[new_markdown_cell("### Exercise 1: t"),

@@ -139,6 +139,32 @@ def _solution_region(source: str) -> tuple[bool, list[str]]:
     return found, outside
 
 
+def _student_stub(source: str) -> str:
+    """The cell as the student edition leaves it: the solution region replaced by `# YOUR CODE HERE`."""
+    lines, inside = [], False
+    for line in source.splitlines():
+        if BEGIN in line:
+            inside = True
+            lines.append(line[: len(line) - len(line.lstrip())] + "# YOUR CODE HERE")
+        elif END in line:
+            inside = False
+        elif not inside:
+            lines.append(line)
+    return "\n".join(lines)
+
+
+def _stub_syntax_error(source: str) -> str | None:
+    """Why the student's stub is not valid Python (None when it is; cells with magics are not checked)."""
+    stub = _student_stub(source)
+    if any(line.lstrip().startswith(("%", "!")) for line in stub.splitlines()):
+        return None
+    try:
+        compile(stub, "<stub>", "exec")
+    except SyntaxError as error:
+        return f"{error.msg} (line {error.lineno}: {(error.text or '').strip()!r})"
+    return None
+
+
 def _is_code_line(line: str) -> bool:
     stripped = line.strip()
     return bool(stripped) and not stripped.startswith("#")
@@ -164,6 +190,9 @@ def problems(nb) -> list[str]:
             elif not any(_is_code_line(line) for line in outside):
                 found.append(f"{where}: tagged `solution` but nothing survives outside the solution region: "
                              "put a stub before it (`name = ...  # a float`) or a def with a docstring")
+            elif (error := _stub_syntax_error(cell.source)) is not None:
+                found.append(f"{where}: the student edition's stub is not valid Python: {error}; a def whose "
+                             "body is only the solution region needs a docstring, not a comment")
         if what == CHECK:
             if "assert" not in cell.source:
                 found.append(f"{where}: a `check` cell must fail when the answer is wrong "
