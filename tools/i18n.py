@@ -164,6 +164,12 @@ def markup(text: str) -> Markup:
     return Markup(code, math, links, stray, " ".join(prose))
 
 
+def _one_paragraph(text: str) -> bool:
+    """Sphinx parses a translation again and uses it only if it is a single paragraph (or literal/math)."""
+    blocks = [t.type for t in _md.parse(text) if t.level == 0 and t.nesting >= 0]
+    return blocks in (["paragraph_open"], ["math_block"], ["math_block_label"])
+
+
 _ENGLISH_WORDS = re.compile(r"\b(the|of|and|is|are|to|in|with|that|this|it|a|an)\b", re.IGNORECASE)
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 
@@ -182,6 +188,9 @@ def check_entry(msgid: str, msgstr: str) -> list[str]:
     for char in _STRAY:
         if dst.stray[char] > src.stray[char]:
             problems.append(f"a literal {char!r} in the rendered text: markup that did not parse")
+    if msgstr.strip() != msgid.strip() and not _one_paragraph(msgstr):
+        problems.append("does not parse as one paragraph, so Sphinx silently keeps the English (a heading "
+                        "like `1. 先测量` is a numbered list: write `1\\. 先测量`)")
     if msgstr.strip() == msgid.strip() and len(_ENGLISH_WORDS.findall(src.prose)) >= 2:
         problems.append("left in English")
     if _CJK.search(msgstr) is None and len(_ENGLISH_WORDS.findall(dst.prose)) >= 2:
@@ -201,14 +210,31 @@ def check_terms(entries: list[tuple[str, str]], terms: list[Term]) -> list[str]:
             english_in_source = bool(term.english_re.search(markup(msgid).prose))
             if term.rule == "always" and english_in_source and not term.in_chinese(msgstr):
                 problems.append(f"{msgid[:60]!r}: {term.english!r} should be {term.chinese_forms[0]!r}")
-            used = term.in_chinese(msgstr) or bool(term.english_re.search(markup(msgstr).prose))
+            own = _without_longer_terms(msgstr, term, terms)
+            used = term.in_chinese(own) or bool(term.english_re.search(markup(own).prose))
             if used and not first_seen:
                 first_seen = True
-                both = term.in_chinese(msgstr) and term.english_re.search(msgstr)
+                both = term.in_chinese(own) and _gives_english(own, term, terms)
                 if not both:
                     problems.append(f"{msgid[:60]!r}: the first use of {term.chinese_forms[0]} gives the English "
                                     f"({term.english}) as well")
     return problems
+
+
+def _without_longer_terms(text: str, term: Term, terms: list[Term]) -> str:
+    """`text` without the Chinese of longer terms that contain `term`'s (旋转位置编码 is not a use of 位置编码)."""
+    for other in terms:
+        if any(mine in form and mine != form for form in other.chinese_forms for mine in term.chinese_forms):
+            text = other.english_re.sub("", text)
+            for form in other.chinese_forms:
+                text = text.replace(form, "")
+    return text
+
+
+def _gives_english(text: str, term: Term, terms: list[Term]) -> bool:
+    """The English of `term`, or of a synonym with the same Chinese (RoPE / rotary position embedding)."""
+    synonyms = [t for t in terms if set(t.chinese_forms) & set(term.chinese_forms)]
+    return any(t.english_re.search(text) for t in synonyms)
 
 
 def catalogue_entries(po: Path) -> list:
