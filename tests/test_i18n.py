@@ -40,6 +40,8 @@ def test_a_faithful_translation_passes():
     (GOOD.replace("**忘记移位**（静默）", "这是**“忘记移位”**的错误"), "a literal '*'"),  # CJK emphasis rule
     (SOURCE, "left in English"),
     ("Forgetting the shift is a silent bug of the loss.", "no Chinese"),
+    ("1. 忘记移位：把位置 $t$ 与 $t$ 比较，而不是 $t+1$；见 `shifted_cross_entropy` 与[第 9 章](ch09_loss.ipynb)。",
+     "one paragraph"),  # a numbered list, which Sphinx would silently replace by the English
 ])
 def test_the_markup_check_catches(broken, problem):
     problems = i18n.check_entry(SOURCE, broken)
@@ -50,6 +52,13 @@ def test_math_text_may_be_translated_but_not_the_math():
     source = r"The table is $[\text{end}, 48]$."
     assert i18n.check_entry(source, r"这张表是 $[\text{末尾}, 48]$。") == []
     assert i18n.check_entry(source, r"这张表是 $[\text{末尾}, 96]$。") != []
+
+
+def test_a_longer_term_is_not_a_use_of_a_shorter_one_and_synonyms_count():
+    terms = [i18n.Term("rotary position embeddings?", "旋转位置编码", "always"),
+             i18n.Term("position(al)? encodings?", "位置编码", "always"), i18n.Term("RoPE", "旋转位置编码", "first")]
+    assert i18n.check_terms([("RoPE rotates.", "旋转位置编码（RoPE）会旋转。")], terms) == []
+    assert i18n.check_terms([("RoPE rotates.", "旋转位置编码会旋转。")], terms) != []
 
 
 def test_terms_always_and_first_use():

@@ -218,7 +218,7 @@ function englishProse() {
     clone.querySelectorAll("code, mjx-container, .math").forEach((c) => c.remove());
     const text = clone.textContent.replace(/\s+/g, " ").trim();
     const words = text.match(/[A-Za-z]{2,}/g) || [];
-    if (words.length >= 6 && !/[\u4e00-\u9fff]/.test(text)) english.push(text.slice(0, 80));
+    if (words.length >= 4 && !/[\u4e00-\u9fff]/.test(text)) english.push(text.slice(0, 80));
   }
   return english;
 }
