@@ -164,6 +164,11 @@ def markup(text: str) -> Markup:
     return Markup(code, math, links, stray, " ".join(prose))
 
 
+def is_display_math(msgid: str) -> bool:
+    """A `$$` block's message is its bare LaTeX (no dollars): LaTeX commands in what parses as prose."""
+    return bool(re.search(r"\\[A-Za-z]{2,}", markup(msgid).prose))
+
+
 def _one_paragraph(text: str) -> bool:
     """Sphinx parses a translation again and uses it only if it is a single paragraph (or literal/math)."""
     blocks = [t.type for t in _md.parse(text) if t.level == 0 and t.nesting >= 0]
@@ -179,6 +184,9 @@ def check_entry(msgid: str, msgstr: str) -> list[str]:
     may be left as literal text (CommonMark does not close `**` between a CJK punctuation mark and a
     letter: write `**“残差流”** 是` or move the quotes inside); no sentence left in English."""
     problems = []
+    if is_display_math(msgid):
+        same = _TEXT_IN_MATH.sub("", msgid).split() == _TEXT_IN_MATH.sub("", msgstr).split()
+        return [] if same else ["display math changed (only \\text{...} contents may be translated)"]
     src, dst = markup(msgid), markup(msgstr)
     for name in ("code", "math", "links"):
         a, b = getattr(src, name), getattr(dst, name)
@@ -207,11 +215,13 @@ def check_terms(entries: list[tuple[str, str]], terms: list[Term]) -> list[str]:
             continue
         first_seen = False
         for msgid, msgstr in entries:
+            if is_display_math(msgid):
+                continue
             english_in_source = bool(term.english_re.search(markup(msgid).prose))
             if term.rule == "always" and english_in_source and not term.in_chinese(msgstr):
                 problems.append(f"{msgid[:60]!r}: {term.english!r} should be {term.chinese_forms[0]!r}")
             own = _without_longer_terms(msgstr, term, terms)
-            used = term.in_chinese(own) or bool(term.english_re.search(markup(own).prose))
+            used = term.in_chinese(own) or (term.rule == "first" and bool(term.english_re.search(markup(own).prose)))
             if used and not first_seen:
                 first_seen = True
                 both = term.in_chinese(own) and _gives_english(own, term, terms)
