@@ -218,7 +218,8 @@ function englishProse() {
     clone.querySelectorAll("code, mjx-container, .math").forEach((c) => c.remove());
     const text = clone.textContent.replace(/\s+/g, " ").trim();
     const words = text.match(/[A-Za-z]{2,}/g) || [];
-    if (words.length >= 4 && !/[\u4e00-\u9fff]/.test(text)) english.push(text.slice(0, 80));
+    const pinyin = /[āáǎàēéěèīíǐìōóǒòūúǔùǖǘǚǜ]/.test(text);  // the glossary's pinyin lines are not English
+    if (words.length >= 4 && !pinyin && !/[\u4e00-\u9fff]/.test(text)) english.push(text.slice(0, 80));
   }
   return english;
 }
