@@ -315,9 +315,10 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("status")
     check_parser = sub.add_parser("check")
     check_parser.add_argument("po", nargs="*", type=Path)
-    build_parser = sub.add_parser("build")
-    build_parser.add_argument("extra", nargs=argparse.REMAINDER, help="more jupyter-book build options, e.g. --all")
-    args = parser.parse_args(argv)
+    sub.add_parser("build", help="more options are passed to jupyter-book build, e.g. --all")
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "build":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "update":
         update()
     elif args.command == "status":
@@ -326,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         paths = [p.resolve() for p in args.po] or sorted(PO_DIR.rglob("*.po"))
         return 1 if check(paths) else 0
     elif args.command == "build":
-        build(args.extra)
+        build(extra)
     return 0
 
 

@@ -5,11 +5,20 @@ in the `zh/` folder of the English one (tools/build_book.sh). Config value `edit
 `{prefix, label, lang}` -- the path from this edition's root to the twin's root, the link text and the
 twin's language tag. Each page gets a visible link above its content and `<link rel="alternate"
 hreflang=...>` tags for both editions.
+
+It also translates the toc's part captions ("The model, one part at a time"): sphinx-external-toc inserts
+the toctrees after Sphinx's own translation step, so their captions would stay in English in the sidebar.
 """
 
 from __future__ import annotations
 
 from html import escape
+from pathlib import Path
+
+from sphinx import addnodes
+from sphinx.locale import init as init_locale
+from sphinx.transforms import SphinxTransform
+from sphinx.util.i18n import docname_to_domain
 
 SWITCH_CLASS = "edition-switch"
 
@@ -37,7 +46,28 @@ def _add_twin_link(app, pagename, templatename, context, doctree) -> None:
         context["body"] = f'<p class="{SWITCH_CLASS}">{link}</p>\n' + context["body"]
 
 
+class TranslateTocCaptions(SphinxTransform):
+    """Translate toctree captions with the page's catalogue (after sphinx-external-toc, priority 100, and
+    before the toc is collected at doctree-read)."""
+
+    default_priority = 150
+
+    def apply(self, **kwargs) -> None:
+        config = self.config
+        if not config.language or config.language == "en" or not config.locale_dirs:
+            return
+        dirs = [str(Path(self.env.srcdir) / d) for d in config.locale_dirs]
+        domain = docname_to_domain(self.env.docname, config.gettext_compact)
+        catalog, found = init_locale(dirs, config.language, domain)
+        if not found:
+            return
+        for node in self.document.findall(addnodes.toctree):
+            if node.get("caption"):
+                node["caption"] = node["rawcaption"] = catalog.gettext(node["caption"])
+
+
 def setup(app):
     app.add_config_value("edition_twin", None, "html", types=[dict])
     app.connect("html-page-context", _add_twin_link)
+    app.add_transform(TranslateTocCaptions)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -21,7 +21,7 @@
 // - no request leaves 127.0.0.1, no failed request, no console error.
 // Prints one JSON report on stdout; exit code 1 when any page has a problem.
 import { chromium } from "playwright-core";
-import { mkdtempSync, readFileSync, rmSync, mkdirSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, mkdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 
@@ -220,6 +220,11 @@ function englishProse() {
     const words = text.match(/[A-Za-z]{2,}/g) || [];
     const pinyin = /[āáǎàēéěèīíǐìōóǒòūúǔùǖǘǚǜ]/.test(text);  // the glossary's pinyin lines are not English
     if (words.length >= 4 && !pinyin && !/[\u4e00-\u9fff]/.test(text)) english.push(text.slice(0, 80));
+  }
+  // the sidebar's part captions come from _toc.yml
+  for (const el of document.querySelectorAll(".caption-text")) {
+    const text = el.textContent.trim();
+    if ((text.match(/[A-Za-z]{2,}/g) || []).length >= 2 && !/[\u4e00-\u9fff]/.test(text)) english.push(text);
   }
   return english;
 }
@@ -436,5 +441,8 @@ try {
   if (context) await context.close();
   rmSync(profile, { recursive: true, force: true });
 }
+// process.exit() right after a large write to a pipe cuts stdout at 64 KiB: set the exit code and let Node
+// finish writing (and write the report to a file as well, when the spec names one).
+if (spec.report_path) writeFileSync(spec.report_path, JSON.stringify(report, null, 1));
 process.stdout.write(JSON.stringify(report, null, 1) + "\n");
-process.exit(report.ok ? 0 : 1);
+process.exitCode = report.ok ? 0 : 1;
