@@ -35,7 +35,7 @@ def gloss(text: str) -> str:
 def entropy(logits: torch.Tensor) -> torch.Tensor:
     """Entropy in nats of softmax(logits) along the last axis; -inf logits (filtered tokens) count as 0 · log 0 = 0."""
     logp = torch.log_softmax(logits.float(), dim=-1)
-    return -(logp.exp() * logp.nan_to_num(neginf=0.0)).sum(-1)
+    return 0.0 - (logp.exp() * logp.nan_to_num(neginf=0.0)).sum(-1)  # 0.0 - x: one kept token gives 0.0, not -0.0
 
 
 def kept_count(logits: torch.Tensor) -> torch.Tensor:
@@ -153,13 +153,22 @@ def read_grid(path) -> list[dict]:
 
 # --- figures ---------------------------------------------------------------------------------------------------
 
+KEPT, REMOVED = "#3b75af", "#dddddd"
+
+
 def stage_bars(ax, probs, labels, removed, title, ymax, note=None):
-    """One bar chart: probability of each shown token (as text), removed tokens hatched grey, fixed y range."""
+    """One bar chart: probability of each shown token (as text), fixed y range. A removed token has probability 0,
+    so its bar would be invisible: it gets a full-height grey column instead, and a grey label."""
     probs = probs.detach().float().cpu()
-    x = range(len(labels))
-    colours = ["#cccccc" if r else "#3b75af" for r in removed]
-    ax.bar(x, probs.numpy(), color=colours, edgecolor="#555555", linewidth=0.5)
-    ax.set_xticks(list(x), labels, rotation=90, fontsize=9)
+    x = list(range(len(labels)))
+    gone = [i for i, r in enumerate(removed) if r]
+    if gone:
+        ax.bar(gone, [ymax] * len(gone), width=0.8, color=REMOVED, zorder=0)
+    ax.bar(x, probs.numpy(), color=KEPT, edgecolor="#555555", linewidth=0.5, zorder=2)
+    ax.set_xticks(x, labels, rotation=90, fontsize=9)
+    for tick, r in zip(ax.xaxis.get_major_ticks(len(labels)), removed):
+        if r:
+            tick.label1.set_color("#888888")
     ax.set_ylim(0, ymax)
     ax.set_ylabel("probability", fontsize=9)
     ax.tick_params(axis="y", labelsize=9)
@@ -170,7 +179,7 @@ def stage_bars(ax, probs, labels, removed, title, ymax, note=None):
 
 
 def stages_figure(stages, shown_ids, labels, ymax):
-    """Every pipeline stage as a bar chart of the same tokens (chapter 10): kept in blue, removed in grey."""
+    """Every pipeline stage as a bar chart of the same tokens (chapter 10): kept in blue, removed in grey columns."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
     fig, axes = plt.subplots(len(stages), 1, figsize=(7, 1.9 * len(stages) + 0.8), sharex=True,
@@ -180,7 +189,7 @@ def stages_figure(stages, shown_ids, labels, ymax):
         removed = [not math.isfinite(logits[0, i].item()) for i in shown_ids]
         note = f"kept {kept_count(logits)[0].item():,} tokens, entropy {entropy(logits)[0].item():.2f} nats"
         stage_bars(ax, probs[shown_ids], labels, removed, f"after: {name}", ymax, note)
-    axes[0].legend(handles=[Patch(color="#3b75af", label="kept"), Patch(color="#cccccc", label="removed")],
+    axes[0].legend(handles=[Patch(color=KEPT, label="kept"), Patch(color=REMOVED, label="removed (probability 0)")],
                    fontsize=9, loc="upper center", ncol=2)
     fig.suptitle("poetry-dense: the next token after 床前明月光，春入玉门春。玉殿金台下，", fontsize=10.5)
     return fig
@@ -197,6 +206,6 @@ def distribution_frame(logits, shown_ids, labels, ymax, title):
     note = (f"kept {kept_count(logits)[0].item():,} of {logits.shape[-1]:,} tokens\n"
             f"entropy {entropy(logits)[0].item():.2f} nats\nthese {len(shown_ids)} tokens: {shown_mass:.2f}")
     stage_bars(ax, probs[shown_ids], labels, removed, title, ymax, note)
-    ax.legend(handles=[Patch(color="#3b75af", label="kept"), Patch(color="#cccccc", label="removed")],
+    ax.legend(handles=[Patch(color=KEPT, label="kept"), Patch(color=REMOVED, label="removed (probability 0)")],
               fontsize=9, loc="upper center", ncol=2)
     return fig
