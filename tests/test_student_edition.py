@@ -183,12 +183,13 @@ def _describe_errors(nb, indices) -> str:
     return "\n  ".join(lines)
 
 
-def _student_run(notebook: Path, monkeypatch):
-    """Execute a notebook's student edition (cwd = the notebook's folder); return it and its errored cells."""
+def _student_run(notebook: Path, monkeypatch, folder: Path):
+    """Execute a notebook's student edition in `folder`, outside the repository, as a student's copy runs (a
+    path relative to book/, like ../bench, fails there); return it and its errored cells."""
     _kernel_env(monkeypatch)
     nb = student_notebook(nbformat.read(notebook, as_version=4), exercises.notebook_prefix(notebook))
     start = time.perf_counter()
-    _execute(nb, notebook.parent)
+    _execute(nb, folder)
     print(f"\n{notebook.name}: student edition executed in {time.perf_counter() - start:.1f} s")
     return nb, _errored(nb)
 
@@ -205,8 +206,8 @@ def _assert_only_checks_fail(nb, errored):
 
 
 @pytest.mark.slow
-def test_student_edition_of_the_fixture_runs_with_only_the_checks_failing(monkeypatch):
-    nb, errored = _student_run(FIXTURE, monkeypatch)
+def test_student_edition_of_the_fixture_runs_with_only_the_checks_failing(monkeypatch, tmp_path):
+    nb, errored = _student_run(FIXTURE, monkeypatch, tmp_path)
     assert len(errored) == 2
     _assert_only_checks_fail(nb, errored)
     # the checker's feedback names the unanswered exercise, never the answer
@@ -216,8 +217,8 @@ def test_student_edition_of_the_fixture_runs_with_only_the_checks_failing(monkey
 
 @pytest.mark.slow
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.name)
-def test_student_edition_runs_with_only_the_checks_failing(chapter, monkeypatch):
-    nb, errored = _student_run(chapter, monkeypatch)
+def test_student_edition_runs_with_only_the_checks_failing(chapter, monkeypatch, tmp_path):
+    nb, errored = _student_run(chapter, monkeypatch, tmp_path)
     _assert_only_checks_fail(nb, errored)
 
 
