@@ -10,12 +10,17 @@ def rope_frequencies(dim: int, rope_base: float = 1e6):
 
 
 def yarn_frequencies(dim: int, rope_base: float, end: int, rope_scaling: dict):
-    """YaRN's frequencies and attention factor: slow pairs are divided by `factor`, fast ones kept."""
+    """YaRN's frequencies and attention factor: slow pairs are divided by `factor`, fast ones kept.
+
+    The mix is freqs * (1 - ramp + ramp / factor), written in transformers' order of operations
+    (keep = 1 - ramp, then 1 - keep) so that an exported Qwen3 model gets bit-identical tables.
+    """
     freqs = rope_frequencies(dim, rope_base)
     orig_max, factor = rope_scaling["original_max_position_embeddings"], rope_scaling["factor"]
     if end / orig_max > 1.0:
-        ramp = yarn_ramp(dim, rope_base, orig_max, rope_scaling["beta_fast"], rope_scaling["beta_slow"])
-        freqs = freqs * (1 - ramp + ramp / factor)
+        keep = 1 - yarn_ramp(dim, rope_base, orig_max, rope_scaling["beta_fast"], rope_scaling["beta_slow"])
+        divided = 1.0 / (factor * rope_base ** (torch.arange(0, dim, 2).float() / dim))  # freqs / factor
+        freqs = divided * (1 - keep) + freqs * keep  # [dim/2]
     return freqs, rope_scaling.get("attention_factor", 1.0)
 
 

@@ -1,4 +1,5 @@
 """MiniMind against an independent implementation: transformers' Qwen3 / Qwen3-MoE (same architecture family)."""
+import pytest
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
@@ -73,13 +74,24 @@ def test_yarn_tables_match_transformers():
     config = Qwen3Config(**qwen3_kwargs(c, yarn_parameters(c)))
     inv_freq, attention_factor = ROPE_INIT_FUNCTIONS["yarn"](config, "cpu")
     freqs, attn_factor = yarn_frequencies(c.head_dim, c.rope_theta, c.max_position_embeddings, c.yarn)
-    assert torch.allclose(freqs, inv_freq, rtol=1e-6, atol=0) and attn_factor == attention_factor
+    assert torch.equal(freqs, inv_freq) and attn_factor == attention_factor
     # Tables: float32 angles t * theta lose ~t * 6e-8 rad, so compare where that is below the tolerance.
     positions = 4096
     angles = torch.outer(torch.arange(positions).float(), inv_freq)
     cos, sin = precompute_freqs_cis(c.head_dim, c.max_position_embeddings, c.rope_theta, c.yarn)
     assert (cos[:positions] - torch.cat([angles.cos(), angles.cos()], -1) * attention_factor).abs().max() <= TOL
     assert (sin[:positions] - torch.cat([angles.sin(), angles.sin()], -1) * attention_factor).abs().max() <= TOL
+
+
+@pytest.mark.parametrize("head_dim, base, original, factor", [
+    (64, 1e4, 256, 2), (64, 1e6, 256, 4), (96, 1e6, 2048, 16), (96, 5e5, 4096, 32), (128, 1e4, 2048, 4)])
+def test_yarn_frequencies_are_bit_identical_to_transformers(head_dim, base, original, factor):
+    """Same float steps as transformers, so an exported model's tables are the same bits (not just close)."""
+    yarn = {"factor": factor, "original_max_position_embeddings": original, "beta_fast": 32.0, "beta_slow": 1.0}
+    config = Qwen3Config(head_dim=head_dim, max_position_embeddings=original * factor,
+                         rope_parameters={"rope_type": "yarn", "rope_theta": base, "attention_factor": 1.0, **yarn})
+    inv_freq, _ = ROPE_INIT_FUNCTIONS["yarn"](config, "cpu")
+    assert torch.equal(yarn_frequencies(head_dim, base, original * factor, yarn)[0], inv_freq)
 
 
 @torch.no_grad()
