@@ -24,7 +24,7 @@ def apply_repetition_penalty(logits, input_ids, penalty: float):
     if penalty == 1.0:
         return logits
     seen = torch.gather(logits, 1, input_ids)  # [B, S] logits of the tokens seen so far
-    seen = torch.where(seen > 0, seen / penalty, seen * penalty)
+    seen = torch.where(seen < 0, seen * penalty, seen / penalty)
     return logits.scatter(1, input_ids, seen)
 
 
@@ -44,14 +44,18 @@ def top_k_filter(logits, top_k: int):
 
 
 def top_p_filter(logits, top_p: float):
-    """Keep the smallest set of best tokens whose probability reaches top_p; the best token is always kept."""
+    """Keep the smallest set of best tokens whose probability reaches top_p; the best token is always kept.
+
+    TopPLogitsWarper's own steps, so ties fall the same way: sort ascending, then drop
+    the tokens whose cumulative probability, from the worst up, is at most 1 - top_p.
+    """
     check_settings(top_p=top_p)
     if top_p == 1.0:
         return logits
-    sorted_logits, sorted_idx = torch.sort(logits, descending=True, dim=-1)
-    probs = torch.softmax(sorted_logits, dim=-1)
-    remove = probs.cumsum(dim=-1) - probs >= top_p  # the mass before this token already reaches top_p
-    remove[..., 0] = False
+    sorted_logits, sorted_idx = torch.sort(logits, descending=False)  # worst first
+    cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)  # [B, vocab]
+    remove = cumulative <= 1 - top_p  # the worst tokens, at most 1 - top_p together
+    remove[..., -1:] = False  # the best token stays
     return logits.masked_fill(remove.scatter(1, sorted_idx, remove), float("-inf"))
 
 
