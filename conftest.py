@@ -24,6 +24,14 @@ for _name, _value in KERNEL_ENV.items():
     os.environ.setdefault(_name, _value)
 
 
+def pytest_report_header(config):
+    """Which CPU kernels PyTorch runs (AVX512 / AVX2 / DEFAULT): tools/test_all.sh tests more than one."""
+    import torch
+    forced = os.environ.get("ATEN_CPU_CAPABILITY")
+    return (f"torch {torch.__version__}, CPU kernels {torch.backends.cpu.get_cpu_capability()}"
+            + (f" (ATEN_CPU_CAPABILITY={forced})" if forced else ""))
+
+
 def pytest_configure(config):
     option = config.option
     nbval_active = getattr(option, "nbval", False) or getattr(option, "nbval_lax", False)

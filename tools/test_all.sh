@@ -2,7 +2,7 @@
 # Every test of the project, in phases: package tests; slow tests (marked `slow`: those that execute
 # notebooks -- student editions, nbgrader autograde, deterministic refresh -- and other long ones); the
 # browser test (builds the book, drives Chromium); the chapters re-executed by nbval against their
-# committed outputs.
+# committed outputs; then the package tests and nbval again on PyTorch's plain CPU kernels.
 #   tools/test_all.sh
 # Uses the active virtual environment, else creates/uses .venv and installs requirements.txt. Sets up the
 # browser test's node packages (`npm ci` in tests/browser) when npm is there; Chromium itself comes from
@@ -81,12 +81,25 @@ EOF
   fi
 }
 
+kernels() { "$@" python -c "import torch; print(torch.backends.cpu.get_cpu_capability())" 2>/dev/null; }
+echo "== PyTorch CPU kernels here: $(kernels env)"
 total0="$(now)"
 phase "package tests" python -m pytest tests/ -q -rfEs -m "not slow" --ignore=tests/test_browser.py
 phase "slow tests (-m slow: student editions, nbgrader autograde, refresh, ...)" \
   python -m pytest tests/ -q -rfEs -m slow --ignore=tests/test_browser.py
 phase "browser test" python -m pytest tests/test_browser.py -q -rfEs
 phase "notebooks (nbval)" python -m pytest --nbval book/ -q -rfEs
+# The same package tests and committed notebooks once more on another CPU kernel path. PyTorch runs the fastest
+# kernels this CPU has (AVX-512 or AVX2, see the pytest header); ATEN_CPU_CAPABILITY=default forces its plain
+# ones and MKL_ENABLE_INSTRUCTIONS=SSE4_2 MKL's oldest, whose last bits differ. Nothing may depend on them.
+# KERNEL_PATHS=native skips this (e.g. while iterating locally).
+if [ "${KERNEL_PATHS:-native default}" != "native" ]; then
+  plain=(env ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2)
+  echo; echo "== CPU kernels forced to: $(kernels "${plain[@]}")"
+  phase "package tests, plain kernels" "${plain[@]}" \
+    python -m pytest tests/ -q -rfEs -m "not slow" --ignore=tests/test_browser.py
+  phase "notebooks (nbval), plain kernels" "${plain[@]}" python -m pytest --nbval book/ -q -rfEs
+fi
 
 echo
 echo "== all phases in $(elapsed "$total0") s"

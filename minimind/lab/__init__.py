@@ -2,6 +2,6 @@
 
 Nothing in minimind's core imports this package.
 """
-from .book import check, setup, show_source
+from .book import check, setup, show_source, within_rounding
 
-__all__ = ["check", "setup", "show_source"]
+__all__ = ["check", "setup", "show_source", "within_rounding"]

@@ -31,6 +31,18 @@ def setup(seed: int = 0, quiet=True):
     return device, dtype
 
 
+def within_rounding(delta: float, bound: float = 1e-5, what: str = "float32 rounding") -> str:
+    """A difference as it reads on every machine: "≤ 1e-05 (float32 rounding)" or "= 8e-04".
+
+    Below `bound` the digits are rounding noise that differs between CPU kernels (AVX-512, AVX2,
+    plain) and GPUs, so only the bound is printed; above it, one significant digit.
+    """
+    delta = float(delta)
+    if delta != delta:  # NaN
+        return "= nan"
+    return f"≤ {bound:.0e} ({what})" if abs(delta) <= bound else f"= {delta:.0e}"
+
+
 REGION_START, REGION_END = "# region ", "# endregion"
 
 
