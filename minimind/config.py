@@ -30,7 +30,7 @@ class MiniMindConfig(PretrainedConfig):
         max_position_embeddings=32768,
         rms_norm_eps=1e-6,
         rope_theta=1e6,
-        inference_rope_scaling=False,
+        inference_rope_scaling=None,
         dropout=0.0,
         flash_attn=True,
         bos_token_id=1,
@@ -41,9 +41,9 @@ class MiniMindConfig(PretrainedConfig):
         moe_intermediate_size=None,
         norm_topk_prob=True,
         router_aux_loss_coef=5e-4,
+        rope_scaling=None,
         **kwargs,
     ):
-        kwargs.pop("rope_scaling", None)  # derived from inference_rope_scaling below
         super().__init__(bos_token_id=bos_token_id, eos_token_id=eos_token_id,
                          tie_word_embeddings=tie_word_embeddings, **kwargs)
         self.hidden_size = hidden_size
@@ -61,7 +61,7 @@ class MiniMindConfig(PretrainedConfig):
         self.max_position_embeddings = max_position_embeddings
         self.rms_norm_eps = rms_norm_eps
         self.rope_theta = rope_theta
-        self.inference_rope_scaling = inference_rope_scaling
+        self.inference_rope_scaling = yarn_switch(inference_rope_scaling, rope_scaling)
         self.dropout = dropout
         self.flash_attn = flash_attn
         self.num_experts = num_experts
@@ -77,8 +77,53 @@ class MiniMindConfig(PretrainedConfig):
         if not self.inference_rope_scaling:
             return None
         if isinstance(self.inference_rope_scaling, dict):
-            return {**YARN_DEFAULTS, **self.inference_rope_scaling}
+            return check_yarn({**YARN_DEFAULTS, **self.inference_rope_scaling})
         return dict(YARN_DEFAULTS)
+
+    @property
+    def rope_scaling(self):
+        """Upstream MiniMind's name for the same dict: the YaRN parameters, or None."""
+        return self.yarn
+
+
+def yarn_switch(inference_rope_scaling, rope_scaling):
+    """The YaRN switch (False, True or overrides), reconciled with `rope_scaling`.
+
+    Upstream MiniMind's config.json carries both, rope_scaling derived from the switch.
+    """
+    if rope_scaling is None:
+        return inference_rope_scaling or False
+    if not isinstance(rope_scaling, dict):
+        raise ValueError(f"rope_scaling must be a dict (YaRN), got {rope_scaling!r}")
+    if inference_rope_scaling is False:
+        raise ValueError("rope_scaling asks for YaRN but inference_rope_scaling=False")
+    types = {rope_scaling.get("type"), rope_scaling.get("rope_type")} - {None}
+    if len(types) > 1:
+        raise ValueError(f"rope_scaling names two types: {sorted(types)}")
+    given = {k: v for k, v in rope_scaling.items() if k != "rope_type"}
+    given["type"] = types.pop() if types else None
+    params = check_yarn({**YARN_DEFAULTS, **given})
+    if isinstance(inference_rope_scaling, dict):
+        switch = check_yarn({**YARN_DEFAULTS, **inference_rope_scaling})
+        differ = sorted(k for k in params if params[k] != switch[k])
+        if differ:
+            raise ValueError(f"rope_scaling, inference_rope_scaling differ on {differ}")
+    return True if params == YARN_DEFAULTS else params
+
+
+def check_yarn(params: dict) -> dict:
+    """Raise a ValueError naming a YaRN parameter MiniMind cannot use; else params."""
+    unknown = sorted(set(params) - set(YARN_DEFAULTS))
+    if unknown:
+        raise ValueError(f"unsupported YaRN parameters {unknown}")
+    if params["type"] != "yarn":
+        raise ValueError(f"rope scaling type {params['type']!r} is not 'yarn'")
+    if not params["factor"] >= 1:
+        raise ValueError(f"YaRN factor must be >= 1, got {params['factor']}")
+    if not params["original_max_position_embeddings"] > 0:
+        raise ValueError("YaRN original_max_position_embeddings must be > 0, got "
+                         f"{params['original_max_position_embeddings']}")
+    return params
 
 
 def _default_head_dim(hidden_size, num_attention_heads):
@@ -102,3 +147,5 @@ def check_config(config):
         problems.append(f"num_experts_per_tok={config.num_experts_per_tok} must be in 1..num_experts={config.num_experts}")
     if problems:
         raise ValueError("; ".join(problems))
+    if isinstance(config.inference_rope_scaling, dict):
+        check_yarn({**YARN_DEFAULTS, **config.inference_rope_scaling})
