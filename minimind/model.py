@@ -7,6 +7,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, Cache, GenerationMixi
 from transformers.utils import ModelOutput
 
 from .block import MiniMindBlock
+from .checkpoint_checks import check_loading_info, checkpoint_folder, verify_manifest
 from .config import MiniMindConfig
 from .loss import shifted_cross_entropy
 from .moe import load_balancing_loss
@@ -197,7 +198,6 @@ class MiniMindForCausalLM(PreTrainedModel, GenerationMixin):
     def from_pretrained(cls, pretrained_model_name_or_path, *args, output_loading_info=False, **kwargs):
         """transformers' loader, made local and strict: a shipped name or a folder, every weight present and
         shaped as the config says (a tied lm_head may be absent); anything else is a CheckpointError."""
-        from .checkpoint import check_loading_info, checkpoint_folder, verify_manifest
         folder = checkpoint_folder(pretrained_model_name_or_path)
         verify_manifest(folder)
         kwargs.update(output_loading_info=True, ignore_mismatched_sizes=True, local_files_only=True)

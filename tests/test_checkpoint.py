@@ -1,8 +1,11 @@
+import ast
 import time
+from pathlib import Path
 
 import pytest
 import torch
 
+import minimind
 from model_helpers import tiny_config, tiny_model
 from minimind import MiniMindForCausalLM
 from minimind.checkpoint import CheckpointError, load_pretrained, load_pth, load_tokenizer, write_manifest
@@ -137,3 +140,11 @@ def test_an_untied_checkpoint_does_not_load_into_a_tied_model(tmp_path):
     tied = tiny_model().state_dict()  # a tied model's state dict holds the same matrix twice: it loads
     torch.save(tied, tmp_path / "tied.pth")
     assert load_pth(tmp_path / "tied.pth", tiny_config()) is not None
+
+
+@pytest.mark.parametrize("module", ["model", "checkpoint_checks"])
+def test_model_and_checkpoint_do_not_import_each_other(module):
+    """checkpoint.py builds models; from_pretrained needs only checkpoint_checks."""
+    tree = ast.parse((Path(minimind.__file__).parent / f"{module}.py").read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert not imported & {"checkpoint", "model"}, imported
