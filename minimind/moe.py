@@ -21,10 +21,7 @@ class MOEFeedForward(nn.Module):
         batch_size, seq_len, hidden_dim = x.shape
         x_flat = x.view(-1, hidden_dim)  # [N, hidden], N = B * S
         router_logits = self.gate(x_flat)  # [N, E]
-        scores = F.softmax(router_logits, dim=-1)  # [N, E] router probabilities
-        topk_weight, topk_idx = torch.topk(scores, k=self.config.num_experts_per_tok, dim=-1, sorted=False)  # [N, k]
-        if self.config.norm_topk_prob:
-            topk_weight = topk_weight / (topk_weight.sum(dim=-1, keepdim=True) + 1e-20)
+        topk_weight, topk_idx = self.route(router_logits)  # [N, k] each
         y = torch.zeros_like(x_flat)
         for i, expert in enumerate(self.experts):
             mask = topk_idx == i  # [N, k]
@@ -35,6 +32,18 @@ class MOEFeedForward(nn.Module):
             elif self.training:  # keep an unused expert in the graph so DDP sees a gradient for it
                 y[0, 0] += 0 * sum(p.sum() for p in expert.parameters())
         return y.view(batch_size, seq_len, hidden_dim), router_logits
+
+    def route(self, router_logits):
+        """Router logits [N, E] -> (weights [N, k], expert ids [N, k]), as in Qwen3-MoE.
+
+        Softmax, top-k and renormalising in float32 even in bf16, then cast back.
+        """
+        scores = F.softmax(router_logits, dim=-1, dtype=torch.float)  # [N, E] in fp32
+        k = self.config.num_experts_per_tok
+        topk_weight, topk_idx = torch.topk(scores, k=k, dim=-1)  # [N, k]
+        if self.config.norm_topk_prob:  # the sum is at least 1 / E: no epsilon needed
+            topk_weight = topk_weight / topk_weight.sum(dim=-1, keepdim=True)
+        return topk_weight.to(router_logits.dtype), topk_idx
 
 
 def load_balancing_loss(router_logits, num_experts: int, top_k: int):
