@@ -61,7 +61,8 @@ class Attention(nn.Module):
         xk = self.k_proj(x).view(bsz, seq_len, self.n_local_kv_heads, self.head_dim)  # [B, S, n_kv, D]
         xv = self.v_proj(x).view(bsz, seq_len, self.n_local_kv_heads, self.head_dim)
         xq, xk = self.q_norm(xq), self.k_norm(xk)
-        xq, xk = apply_rotary_pos_emb(xq, xk, *position_embeddings)
+        cos, sin = position_embeddings  # [S, D], or [B, S, D] from position_ids
+        xq, xk = apply_rotary_pos_emb(xq, xk, cos, sin, unsqueeze_dim=cos.dim() - 1)
         # region cache
         if past_key_value is not None:  # append this step's keys/values to the cached ones
             xk = torch.cat([past_key_value[0], xk], dim=1)  # [B, S_past + S, n_kv, D]
@@ -69,23 +70,30 @@ class Attention(nn.Module):
         present = (xk, xv) if use_cache else None
         # endregion
         xq = xq.transpose(1, 2)  # [B, H, S, D]
-        xk = repeat_kv(xk, self.n_rep).transpose(1, 2)  # [B, H, S_kv, D]
-        xv = repeat_kv(xv, self.n_rep).transpose(1, 2)
-        if self.flash and not output_attentions:
+        if self.flash and not output_attentions:  # the kernel shares KV heads: no copy
+            xk, xv = xk.transpose(1, 2), xv.transpose(1, 2)  # [B, n_kv, S_kv, D]
             output, probs = self.fused_attention(xq, xk, xv, attention_mask), None
         else:
+            xk = repeat_kv(xk, self.n_rep).transpose(1, 2)  # [B, H, S_kv, D]
+            xv = repeat_kv(xv, self.n_rep).transpose(1, 2)
             output, probs = self.explicit_attention(xq, xk, xv, attention_mask)
         output = output.transpose(1, 2).reshape(bsz, seq_len, -1)  # [B, S, H * D]
         return self.resid_dropout(self.o_proj(output)), present, probs
 
     def fused_attention(self, xq, xk, xv, attention_mask):
-        """torch's scaled_dot_product_attention; a mask is built only when is_causal cannot express it."""
+        """torch's scaled_dot_product_attention; a mask is built only when is_causal cannot express it.
+
+        K/V may have fewer heads than Q ([B, n_kv, S_kv, D]): with enable_gqa the kernel
+        reads each KV head for its group of query heads, where repeat_kv copies it.
+        """
         q_len, kv_len = xq.shape[2], xk.shape[2]
-        plain_causal = attention_mask is None and (q_len == 1 or q_len == kv_len)
+        no_padding = attention_mask is None or bool(attention_mask.all())
+        plain_causal = no_padding and (q_len == 1 or q_len == kv_len)
         mask = None if plain_causal else causal_mask(q_len, kv_len, attention_mask, xq.device)
         return F.scaled_dot_product_attention(
             xq, xk, xv, attn_mask=mask, is_causal=plain_causal and q_len > 1,
-            dropout_p=self.dropout if self.training else 0.0)
+            dropout_p=self.dropout if self.training else 0.0,
+            enable_gqa=xk.shape[1] != xq.shape[1])
 
     def explicit_attention(self, xq, xk, xv, attention_mask):
         """softmax(Q K^T / sqrt(D)) V written out; returns (output [B, H, S, D], probs [B, H, S, S_kv])."""

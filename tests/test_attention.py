@@ -1,6 +1,7 @@
 import pytest
 import torch
 
+import minimind.attention
 from model_helpers import tiny_model
 from minimind.attention import causal_mask, repeat_kv
 
@@ -85,3 +86,67 @@ def test_padding_rows_match_unpadded(ids):
         torch.testing.assert_close(probs[1], alone_full.attentions[layer][0], atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(padded.logits[0, 3:], alone_short.logits[0], atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(padded.logits[1], alone_full.logits[0], atol=1e-4, rtol=1e-4)
+
+
+
+def gqa_inputs(q_len, kv_len, seed=0):
+    """Queries [2, 8, q_len, 16] and unrepeated keys, values [2, 4, kv_len, 16]."""
+    g = torch.Generator().manual_seed(seed)
+    shapes = [(2, 8, q_len, 16), (2, 4, kv_len, 16), (2, 4, kv_len, 16)]
+    return [torch.randn(shape, generator=g) for shape in shapes]
+
+
+def repeat_heads(x, n_rep):
+    """[B, n_kv, S, D] -> [B, H, S, D] with repeat_kv, as the fused path did before."""
+    return repeat_kv(x.transpose(1, 2), n_rep).transpose(1, 2)
+
+
+@pytest.mark.parametrize("q_len, kv_len, padded", [
+    (9, 9, False), (9, 9, True), (1, 9, False), (1, 9, True), (3, 9, False)])
+@torch.no_grad()
+def test_fused_gqa_equals_the_repeat_kv_path(q_len, kv_len, padded):
+    attention = tiny_model().model.layers[0].self_attn
+    xq, xk, xv = gqa_inputs(q_len, kv_len)
+    mask = None
+    if padded:
+        mask = torch.ones(2, kv_len, dtype=torch.long)
+        mask[0, :3] = 0
+    shared = attention.fused_attention(xq, xk, xv, mask)  # 4 KV heads read by 8
+    xk_rep, xv_rep = repeat_heads(xk, 2), repeat_heads(xv, 2)  # [2, 8, kv_len, 16]
+    copied = attention.fused_attention(xq, xk_rep, xv_rep, mask)
+    # the same kernel on the same numbers; only its float32 summation order may differ
+    torch.testing.assert_close(shared, copied, atol=1e-6, rtol=1e-6)
+
+
+@torch.no_grad()
+def test_fused_decoding_never_repeats_the_cache(ids, monkeypatch):
+    model = tiny_model()
+    calls, real = [], minimind.attention.repeat_kv
+    def counted(x, n_rep):
+        calls.append(x.shape)
+        return real(x, n_rep)
+    monkeypatch.setattr(minimind.attention, "repeat_kv", counted)
+    out = model(ids[:, :8], use_cache=True)
+    for t in range(8, 11):
+        out = model(ids[:, t:t + 1], past_key_values=out.past_key_values,
+                    use_cache=True)
+    assert calls == []  # the fused path hands SDPA the 2 KV heads as they are cached
+    model(ids, output_attentions=True)  # the explicit path repeats K and V per layer
+    assert len(calls) == 2 * model.config.num_hidden_layers
+
+
+@torch.no_grad()
+def test_all_ones_mask_keeps_the_plain_causal_kernel(ids, monkeypatch):
+    model = tiny_model()
+    plain = model(ids[:, :10], use_cache=True)
+    step = model(ids[:, 10:], past_key_values=plain.past_key_values)
+    def no_mask(*args):
+        raise AssertionError("a mask was built for an all-ones attention_mask")
+    monkeypatch.setattr(minimind.attention, "causal_mask", no_mask)
+    ones = torch.ones_like(ids)
+    masked = model(ids[:, :10], attention_mask=ones[:, :10], use_cache=True)
+    cache = masked.past_key_values
+    masked_step = model(ids[:, 10:], attention_mask=ones, past_key_values=cache)
+    # exact: the very same kernel call as without a mask
+    assert torch.equal(masked.logits, plain.logits)
+    assert torch.equal(masked_step.logits, step.logits)
