@@ -41,32 +41,45 @@ class MiniMindModel(nn.Module):
         self.freqs_cos, self.freqs_sin = cos.to(device), sin.to(device)
 
     def forward(self, input_ids, attention_mask=None, past_key_values=None, use_cache=False,
-                output_attentions=False, **kwargs) -> "MiniMindModelOutput":
+                output_attentions=False, position_ids=None, output_hidden_states=False,
+                **kwargs) -> "MiniMindModelOutput":
+        check_known_arguments(kwargs)
         batch_size, seq_length = check_input_ids(input_ids, self.vocab_size)
         hf_cache = past_key_values if isinstance(past_key_values, Cache) else None
         past_key_values = cache_as_tuples(past_key_values, self.num_hidden_layers)
         start_pos = past_key_values[0][0].shape[1] if past_key_values[0] is not None else 0
-        check_positions(start_pos, seq_length, self.config.max_position_embeddings)
+        max_positions = self.config.max_position_embeddings
+        check_positions(start_pos, seq_length, max_positions, position_ids)
         check_attention_mask(attention_mask, batch_size, start_pos + seq_length)
         hidden_states = self.dropout(self.embed_tokens(input_ids))  # [B, S, hidden]
         # region positions
         position_embeddings = (self.freqs_cos[start_pos:start_pos + seq_length],  # [S, head_dim] each
                                self.freqs_sin[start_pos:start_pos + seq_length])
         # endregion
+        if position_ids is not None:  # each row's own positions, as in transformers
+            cos, sin = self.freqs_cos[position_ids], self.freqs_sin[position_ids]
+            position_embeddings = (cos, sin)  # [B, S, head_dim] each
         presents, attentions, router_logits = [], [], []
+        all_hidden_states = [hidden_states]  # the embeddings, then each block's output
         for layer, past_key_value in zip(self.layers, past_key_values):
             hidden_states, present, probs, layer_router_logits = layer(
                 hidden_states, position_embeddings, past_key_value, use_cache or hf_cache is not None,
                 attention_mask, output_attentions)
             presents.append(present), attentions.append(probs), router_logits.append(layer_router_logits)
+            all_hidden_states.append(hidden_states)
         hidden_states = self.norm(hidden_states)
+        all_hidden_states[-1] = hidden_states  # the last one normed, as in transformers
         if hf_cache is not None:  # a transformers cache is updated in place with this step's keys and values
             presents = update_hf_cache(hf_cache, presents, seq_length)
         router_logits = tuple(r for r in router_logits if r is not None)
-        return MiniMindModelOutput(hidden_states=hidden_states, past_key_values=presents if use_cache else None,
-                                   aux_loss=self.aux_loss(router_logits, hidden_states),
-                                   attentions=tuple(attentions) if output_attentions else None,
-                                   router_logits=router_logits or None)
+        aux_loss = self.aux_loss(router_logits, hidden_states)
+        if output_hidden_states:  # transformers' tuple instead of the final tensor
+            hidden_states = tuple(all_hidden_states)
+        return MiniMindModelOutput(
+            hidden_states=hidden_states, aux_loss=aux_loss,
+            past_key_values=presents if use_cache else None,
+            attentions=tuple(attentions) if output_attentions else None,
+            router_logits=router_logits or None)
 
     def aux_loss(self, router_logits, like):
         """The MoE load-balancing loss, summed over layers and scaled by router_aux_loss_coef (training only)."""
@@ -113,10 +126,32 @@ def check_input_ids(input_ids, vocab_size):
     return input_ids.shape
 
 
-def check_positions(start_pos, seq_length, max_positions):
+def check_positions(start_pos, seq_length, max_positions, position_ids=None):
+    if position_ids is not None:
+        return check_position_ids(position_ids, seq_length, max_positions)
     if start_pos + seq_length > max_positions:
         raise ValueError(f"sequence reaches position {start_pos + seq_length} ({start_pos} cached + {seq_length} new) "
                          f"but max_position_embeddings is {max_positions}")
+
+
+def check_position_ids(position_ids, seq_length, max_positions):
+    """Integer positions [B or 1, seq_length], each inside the RoPE tables."""
+    shape = list(position_ids.shape) if torch.is_tensor(position_ids) else position_ids
+    if not torch.is_tensor(position_ids) or position_ids.is_floating_point() or (
+            position_ids.dim() != 2 or position_ids.shape[1] != seq_length):
+        raise ValueError(f"position_ids must be ints [batch, {seq_length}]: {shape}")
+    low, high = position_ids.min().item(), position_ids.max().item()
+    if low < 0 or high >= max_positions:
+        raise ValueError(f"position_ids span {low}..{high} but max_position_embeddings "
+                         f"is {max_positions}")
+
+
+def check_known_arguments(kwargs):
+    """Raise a TypeError naming arguments MiniMind does not implement."""
+    unknown = sorted(k for k, v in kwargs.items()
+                     if not (k == "return_dict" and v in (None, True)))
+    if unknown:
+        raise TypeError(f"MiniMind's forward does not implement {', '.join(unknown)}")
 
 
 def check_attention_mask(attention_mask, batch_size, total_len):
@@ -142,7 +177,10 @@ def keep_cache_name(cls):
 @dataclass
 class MiniMindModelOutput(KeepCacheName):
     """What MiniMindModel returns; `past_key_values` is a list of per-layer (k, v), each [B, S, n_kv, head_dim]."""
-    hidden_states: torch.Tensor | None = None  # after the final norm, [B, S, hidden]
+    # after the final norm, [B, S, hidden]; output_hidden_states=True gives
+    # transformers' tuple of num_hidden_layers + 1: the embeddings, each block's output,
+    # the last one after the final norm
+    hidden_states: torch.Tensor | tuple | None = None
     past_key_values: list | None = None
     aux_loss: torch.Tensor | None = None
     attentions: tuple | None = None  # per layer [B, H, S, S_kv], with output_attentions=True
@@ -157,9 +195,10 @@ class MiniMindOutput(KeepCacheName):
     logits: torch.Tensor | None = None  # [B, S_kept, vocab]
     aux_loss: torch.Tensor | None = None
     past_key_values: list | None = None
-    hidden_states: torch.Tensor | None = None
+    hidden_states: torch.Tensor | tuple | None = None  # as in MiniMindModelOutput
     attentions: tuple | None = None
     router_logits: tuple | None = None
+    lm_loss: torch.Tensor | None = None  # the next-token part of loss (loss - aux_loss)
 
 
 class MiniMindForCausalLM(PreTrainedModel, GenerationMixin):
@@ -185,14 +224,27 @@ class MiniMindForCausalLM(PreTrainedModel, GenerationMixin):
             super()._init_weights(module)
 
     def forward(self, input_ids, attention_mask=None, past_key_values=None, use_cache=False, logits_to_keep=0,
-                labels=None, output_attentions=False, output_router_logits=False, **kwargs) -> MiniMindOutput:
-        out = self.model(input_ids, attention_mask, past_key_values, use_cache, output_attentions)
+                labels=None, output_attentions=False, output_router_logits=False,
+                position_ids=None, output_hidden_states=False, num_items_in_batch=None,
+                **kwargs) -> MiniMindOutput:
+        """With labels, loss = lm_loss (next token) + aux_loss (MoE, in training only):
+        what transformers' Trainer or a plain loss.backward() optimises (chapter 9)."""
+        out = self.model(input_ids, attention_mask, past_key_values, use_cache,
+                         output_attentions, position_ids=position_ids,
+                         output_hidden_states=output_hidden_states, **kwargs)
+        final = out.hidden_states[-1] if output_hidden_states else out.hidden_states
         slice_indices = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
-        logits = self.lm_head(out.hidden_states[:, slice_indices, :])  # [B, S_kept, vocab]
-        loss = None if labels is None else shifted_cross_entropy(logits, labels)
-        return MiniMindOutput(loss=loss, logits=logits, aux_loss=out.aux_loss, past_key_values=out.past_key_values,
+        logits = self.lm_head(final[:, slice_indices, :])  # [B, S_kept, vocab]
+        lm_loss = loss = None
+        if labels is not None:
+            lm_loss = shifted_cross_entropy(logits, labels,
+                                            num_items_in_batch=num_items_in_batch)
+            loss = lm_loss + out.aux_loss
+        return MiniMindOutput(loss=loss, logits=logits, aux_loss=out.aux_loss,
+                              past_key_values=out.past_key_values,
                               hidden_states=out.hidden_states, attentions=out.attentions,
-                              router_logits=out.router_logits if output_router_logits else None)
+                              router_logits=out.router_logits if output_router_logits
+                              else None, lm_loss=lm_loss)
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, output_loading_info=False, **kwargs):

@@ -2,6 +2,7 @@
 import pytest
 import torch
 from transformers import Trainer, TrainingArguments, pipeline
+from transformers.loss.loss_utils import ForCausalLMLoss
 
 from model_helpers import TINY, randomize_, tiny_config, tiny_model
 from minimind import MiniMindForCausalLM, load_pretrained, load_tokenizer
@@ -63,3 +64,20 @@ def test_greedy_generation_equals_transformers_qwen3(use_moe):
     assert torch.equal(ours, theirs) and (ours == 0).sum() > (ids == 0).sum()  # some rows padded after EOS
     ours = model.generate(ids, max_new_tokens=6, min_new_tokens=4, eos_token_id=eos, **greedy)
     assert torch.equal(ours, twin.generate(ids, max_new_tokens=6, min_new_tokens=4, eos_token_id=eos, **greedy))
+
+
+def test_trainer_optimises_the_moe_aux_loss_once(tmp_path, ids):
+    model = tiny_model(use_moe=True).train()
+    args = TrainingArguments(output_dir=str(tmp_path), report_to=[], use_cpu=True)
+    trainer = Trainer(model=model, args=args)
+    assert trainer.model_accepts_loss_kwargs  # so Trainer passes num_items_in_batch
+    n = torch.tensor(3 * 20)  # as if three batches of 2 x 10 targets were accumulated
+    batch = {"input_ids": ids, "labels": ids}
+    loss = trainer.compute_loss(model, batch, num_items_in_batch=n)
+    out = model(ids, labels=ids, num_items_in_batch=n)
+    assert out.aux_loss > 0 and torch.equal(loss, out.loss)  # the same forward
+    assert out.loss == out.lm_loss + out.aux_loss  # exact: the sum itself, counted once
+    vocab = model.config.vocab_size
+    expected = ForCausalLMLoss(out.logits, ids, vocab, num_items_in_batch=n)
+    # fp32 sums of the same 20 token losses, in a different order
+    torch.testing.assert_close(out.lm_loss, expected, rtol=1e-6, atol=0)

@@ -127,3 +127,41 @@ def test_default_model_size():
     with torch.device("meta"):
         model = MiniMindForCausalLM(MiniMindConfig())
     assert sum(p.numel() for p in model.parameters()) == 63_912_192
+
+
+@pytest.mark.parametrize("positions, message", [
+    (torch.arange(11), r"position_ids must be ints \[batch, 11\]: \[11\]"),
+    (torch.zeros(2, 10, dtype=torch.long), r"\[batch, 11\]: \[2, 10\]"),
+    (torch.zeros(2, 11), r"must be ints \[batch, 11\]: \[2, 11\]"),
+    (torch.arange(11)[None] + 250, "span 250..260 but max_position_embeddings is 256"),
+    (torch.arange(11)[None] - 1, "position_ids span -1..9"),
+])
+def test_bad_position_ids_are_named(ids, positions, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_model()(ids, position_ids=positions)
+
+
+def test_unimplemented_arguments_are_named(ids):
+    model = tiny_model()
+    with pytest.raises(TypeError, match="not implement inputs_embeds, token_type_ids"):
+        model(ids, inputs_embeds=torch.zeros(2, 11, 64), token_type_ids=ids)
+    with pytest.raises(TypeError, match="does not implement return_dict"):
+        model(ids, return_dict=False)
+    assert model(ids, return_dict=True).logits.shape == (2, 11, 320)  # a no-op
+
+
+
+def test_moe_loss_includes_the_aux_loss_in_training(ids):
+    model = tiny_model(use_moe=True, num_experts_per_tok=2).train()  # both terms real
+    out = model(ids, labels=ids)
+    assert out.aux_loss > 0 and out.loss == out.lm_loss + out.aux_loss  # exact: the sum
+    gate = model.model.layers[0].mlp.gate.weight
+    lm_grad, aux_grad = (torch.autograd.grad(loss, gate, retain_graph=True)[0]
+                         for loss in (out.lm_loss, out.aux_loss))
+    out.loss.backward()  # what Trainer or a hand-written loop does with out.loss
+    # the sum's gradient is the sum of the gradients, to fp32 rounding of entries ~1e-2
+    torch.testing.assert_close(gate.grad, lm_grad + aux_grad, rtol=1e-5, atol=1e-7)
+    assert aux_grad.abs().max() > 100 * 1e-7  # the aux term is far above that tolerance
+    model.eval()
+    out = model(ids, labels=ids)
+    assert out.aux_loss == 0 and torch.equal(out.loss, out.lm_loss)  # x + 0.0 is x

@@ -23,6 +23,17 @@ def test_bf16_loss_is_the_fp32_cross_entropy_of_its_logits():
     torch.testing.assert_close(out.loss, expected, rtol=1e-6, atol=0)
 
 
+def test_num_items_in_batch_as_in_transformers(ids):
+    model = tiny_model()
+    labels = ids.clone()
+    labels[0, :6] = -100
+    n = torch.tensor(31)  # Trainer's count over a whole accumulated batch, not just this one
+    out = model(ids, labels=labels, num_items_in_batch=n)
+    expected = ForCausalLMLoss(out.logits, labels, model.config.vocab_size, num_items_in_batch=n)
+    # fp32 sums of the same per-token losses, in a different order
+    torch.testing.assert_close(out.loss, expected, rtol=1e-6, atol=0)
+
+
 @torch.no_grad()
 def test_bf16_routing_is_qwen3_moe_routing():
     model = shipped("poetry-moe")

@@ -100,3 +100,64 @@ def test_yarn_model_matches_qwen3_with_yarn(ids):
     reference = dense_reference(model, yarn_parameters(model.config))
     delta = (model(ids).logits - reference(ids).logits).abs().max()
     assert delta <= TOL, f"max |Δlogits| = {delta:.2e}"
+
+
+
+def uneven_positions(seq_len):
+    """[2, S] position_ids that are no shift of 0..S-1 (RoPE sees only differences):
+    row 0 counts in threes from 500, row 1 restarts at 0 halfway."""
+    steps = torch.arange(seq_len)
+    half = seq_len // 2
+    restarted = torch.cat([steps[:half], steps[:seq_len - half]])
+    return torch.stack([500 + 3 * steps, restarted])
+
+
+@torch.no_grad()
+def test_position_ids_match_qwen3(ids):
+    model = tiny_model(max_position_embeddings=1024)
+    reference = dense_reference(model)
+    plain = model(ids).logits
+    shifted = ids.new_tensor(range(ids.shape[1]))[None].expand_as(ids) + 500
+    uneven = uneven_positions(ids.shape[1])
+    for positions in (shifted, uneven):
+        ours = model(ids, position_ids=positions).logits
+        theirs = reference(ids, position_ids=positions).logits
+        delta = (ours - theirs).abs().max()
+        # fp32 rounding of two implementations
+        assert delta <= TOL, f"max |Δlogits| = {delta:.2e}"
+    # a shift turns every query and key alike: the logits move by rounding only (fp32
+    # angles near position 500 lose ~500 * 6e-8 rad); uneven positions change them
+    shifted_delta = (model(ids, position_ids=shifted).logits - plain).abs().max()
+    assert shifted_delta <= 1e-4
+    assert (model(ids, position_ids=uneven).logits - plain).abs().max() > 1e-2
+
+
+@torch.no_grad()
+def test_position_ids_with_a_cache_equal_the_full_forward(ids):
+    model = tiny_model(max_position_embeddings=1024)
+    positions = uneven_positions(ids.shape[1])
+    full = model(ids, position_ids=positions).logits
+    out = model(ids[:, :7], position_ids=positions[:, :7], use_cache=True)
+    steps = [out.logits]
+    for t in range(7, ids.shape[1]):
+        out = model(ids[:, t:t + 1], past_key_values=out.past_key_values,
+                    use_cache=True, position_ids=positions[:, t:t + 1])
+        steps.append(out.logits)
+    # fp32 rounding: one SDPA call over 11 keys against one call per step
+    assert (torch.cat(steps, 1) - full).abs().max() <= TOL
+
+
+@pytest.mark.parametrize("use_moe", [False, True])
+@torch.no_grad()
+def test_hidden_states_match_qwen3(ids, use_moe):
+    model = tiny_model(use_moe=use_moe)
+    reference = moe_reference(model) if use_moe else dense_reference(model)
+    ours = model(ids, output_hidden_states=True).hidden_states
+    theirs = reference(ids, output_hidden_states=True).hidden_states
+    assert len(ours) == len(theirs) == model.config.num_hidden_layers + 1
+    for layer, (a, b) in enumerate(zip(ours, theirs)):
+        delta = (a - b).abs().max()
+        # fp32 rounding of two implementations
+        assert delta <= TOL, f"hidden_states[{layer}]: max |Δ| = {delta:.2e}"
+    # without the flag: the final, normed states as one tensor, the tuple's last entry
+    assert torch.equal(model(ids).hidden_states, ours[-1])  # the same computation

@@ -43,7 +43,7 @@ def gate_gradients(model, input_ids) -> dict[str, list]:
         out = model(input_ids, labels=input_ids)
         return {term: list(torch.autograd.grad(loss, gates, retain_graph=True, allow_unused=True)
                            if loss.requires_grad else [None] * len(gates))
-                for term, loss in (("lm", out.loss), ("aux", out.aux_loss))}
+                for term, loss in (("lm", out.lm_loss), ("aux", out.aux_loss))}
     finally:
         model.train(was_training)
 

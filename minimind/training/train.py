@@ -167,7 +167,7 @@ def train_step(run: Run, batch: torch.Tensor, lr: float):
     use_bf16 = pick_dtype(run.device) == torch.bfloat16
     with torch.autocast(run.device.type, dtype=torch.bfloat16) if use_bf16 else nullcontext():
         output = run.ddp_model(batch, labels=batch)
-        loss = output.loss + output.aux_loss
+        loss = output.loss  # the next-token loss plus the MoE aux loss, added by the model
     run.optimizer.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(run.model.parameters(), run.preset.grad_clip)
@@ -205,7 +205,7 @@ def load_checkpoint(run: Run) -> int:
 
 def log_step(run: Run, step: int, lr: float, output, val_loss: str, tokens_per_s: float):
     with open(run.log_path, "a") as f:
-        f.write(f"{step},{lr:.6g},{output.loss.item():.4f},{output.aux_loss.item():.6f},{val_loss},"
+        f.write(f"{step},{lr:.6g},{output.lm_loss.item():.4f},{output.aux_loss.item():.6f},{val_loss},"
                 f"{tokens_per_s:.0f}\n")
 
 
