@@ -10,19 +10,25 @@ Qwen3MoeForCausalLM (MoE), tokenizer included, with the same logits.
 """
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM
 
-from .checkpoint import CheckpointError, checkpoint_folder, load_pretrained, load_tokenizer
+from .checkpoint import load_pretrained
+from .cli import (Parser, UserError, fail, model_from, output_folder, source_folder,
+                  tokenizer_from, user_errors)
 from .config import MiniMindConfig
 from .model import MiniMindForCausalLM
 
+# The two implementations add in different orders (MoE: experts stacked), so fp32
+# logits agree up to rounding: 0 to 5.7e-6 on the shipped checkpoints, depending on
+# the CPU's kernels. A real mistake (a swapped weight, a wrong RoPE) moves them >= 0.1.
+ROUNDING_BOUND = 1e-4
 
-class ExportError(ValueError):
-    """An export that cannot be written (the output folder is taken)."""
+
+class ExportError(UserError, ValueError):
+    """An export that cannot be written (the output folder is taken or read-only)."""
 
 
 def rope_parameters(config: MiniMindConfig) -> dict:
@@ -78,11 +84,9 @@ def export(src, out, dtype=None) -> Path:
     dtype: the weights' dtype on disk; by default the one the source config records (bfloat16 for the shipped
     checkpoints), else float32. The tokenizer is saved alongside when the source has one.
     """
-    out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ExportError(f"{out} exists and is not empty; choose a new folder")
-    model = load_pretrained(src)
-    tokenizer = load_tokenizer(src) if has_tokenizer(src) else None
+    out = check_out(out)
+    model = model_from(src)
+    tokenizer = tokenizer_from(src) if has_tokenizer(src) else None
     dtype = dtype or getattr(model.config, "dtype", None) or torch.float32
     dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
     pad = model.generation_config.pad_token_id
@@ -93,8 +97,23 @@ def export(src, out, dtype=None) -> Path:
     return out
 
 
+def check_out(out) -> Path:
+    """`out` as a new or empty folder this user can write: exports never overwrite."""
+    out = Path(out)
+    if out.is_file():
+        raise ExportError(f"{out}: is a file, not a folder; choose a new folder")
+    if out.is_dir() and any(out.iterdir()):
+        held = ", ".join(sorted(p.name for p in out.iterdir())[:4])
+        raise ExportError(f"{out}: exists and is not empty ({held}); "
+                          "choose a new folder")
+    try:
+        return output_folder(out, "")
+    except UserError as error:
+        raise ExportError(str(error)) from None
+
+
 def has_tokenizer(src) -> bool:
-    folder = checkpoint_folder(src)
+    folder = source_folder(src)
     return any((folder / name).exists() for name in ("tokenizer.json", "tokenizer_config.json"))
 
 
@@ -108,20 +127,31 @@ def max_logit_difference(src, out, seq_len=64, seed=0) -> float:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("src", help="a shipped checkpoint name (poetry-dense, poetry-moe) or a MiniMind folder")
+    parser = Parser(prog="python -m minimind.export", description=__doc__,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("src", help="a shipped checkpoint name (poetry-dense, "
+                        "poetry-moe) or a MiniMind folder")
     parser.add_argument("out", help="a new folder for the Qwen3 export")
     parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"],
                         help="weights on disk (default: the source's dtype)")
     args = parser.parse_args(argv)
-    try:
+    with user_errors():
         out = export(args.src, args.out, args.dtype)
-    except (CheckpointError, ExportError) as error:
-        sys.exit(f"error: {error}")
-    delta = max_logit_difference(args.src, out)
+    print(f"wrote {out}: {verdict(args.src, out)}")
+
+
+def verdict(src, out) -> str:
+    """The architecture and the logits check in words; exit 1 if the logits differ."""
+    delta = max_logit_difference(src, out)
+    check = "max |Δlogits| vs MiniMind (fp32, 2 x 64 random tokens)"
+    bound = f"{ROUNDING_BOUND:.0e}".replace("e-0", "e-")  # 1e-4
+    if delta > ROUNDING_BOUND:
+        fail(f"{out}: {check} = {delta:.1e}, above the {bound} of float32 rounding: "
+             "the export does not reproduce the model; please report it", status=1)
     architecture = json.loads((out / "config.json").read_text())["architectures"][0]
-    print(f"wrote {out}: {architecture}, tokenizer {'included' if has_tokenizer(args.src) else 'absent'}, "
-          f"max |Δlogits| vs MiniMind = {delta:.1e} (fp32, 2 x 64 random tokens)")
+    tokenizer = "included" if has_tokenizer(src) else "absent"
+    return (f"{architecture}, tokenizer {tokenizer}, {check} ≤ {bound}: "
+            "equal up to float32 rounding")
 
 
 if __name__ == "__main__":
