@@ -6,18 +6,10 @@ Attention probabilities and router logits come from the model's outputs (`output
 from contextlib import contextmanager
 
 import torch
-import torch.nn.functional as F
 
-
-def router_choices(router_logits: torch.Tensor, top_k: int):
-    """One MoE layer's (router probabilities [N, E], chosen experts [N, k]) from its logits in out.router_logits."""
-    probs = F.softmax(router_logits.detach().float(), dim=-1)  # as the router computes it
-    return probs, probs.topk(top_k, dim=-1).indices
-
-
-def router_load(choices: torch.Tensor, num_experts: int) -> torch.Tensor:
-    """Share of routed (token, slot) pairs that each expert receives: [E], sums to 1."""
-    return torch.bincount(choices.flatten(), minlength=num_experts).float() / choices.numel()
+# Chapter 6 imports the router probes from here; training, which may not import
+# the lab, owns them.
+from ..training.evaluate import router_choices, router_load  # noqa: F401
 
 
 @contextmanager

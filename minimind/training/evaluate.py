@@ -8,14 +8,26 @@ import sys
 from collections import Counter
 
 import torch
+import torch.nn.functional as F
 
 from ..checkpoint import CheckpointError, load_pretrained, load_tokenizer
 from ..loss import mean_loss
 from .data import encode_poems, load_poems, pack, poem_lines
-from ..lab.probes import router_choices, router_load
 from .tokenizer import chars_per_token
 
 PROMPTS = ["床前明月光，", "春风", "明月"]
+
+
+def router_choices(router_logits: torch.Tensor, top_k: int):
+    """One MoE layer's (router probabilities [N, E], chosen experts [N, k]) (ch. 6)."""
+    probs = F.softmax(router_logits.detach().float(), dim=-1)  # as the router does
+    return probs, probs.topk(top_k, dim=-1).indices
+
+
+def router_load(choices: torch.Tensor, num_experts: int) -> torch.Tensor:
+    """Share of routed (token, slot) pairs that each expert receives: [E], sums to 1."""
+    counts = torch.bincount(choices.flatten(), minlength=num_experts)
+    return counts.float() / choices.numel()
 
 
 def validation_loss(model, tokenizer, poems, seq_len=256, batch_size=8) -> float:

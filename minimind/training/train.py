@@ -30,10 +30,10 @@ import torch.distributed as dist
 
 from ..checkpoint import CheckpointError, load_tokenizer
 from ..config import MiniMindConfig
-from ..lab.device import pick_device, pick_dtype
 from ..loss import mean_loss
 from ..model import MiniMindForCausalLM
 from .data import encode_poems, load_poems, pack
+from .device import pick_device, pick_dtype
 
 
 @dataclass
