@@ -11,10 +11,11 @@ import hashlib
 import json
 import os
 import re
-import sys
 from pathlib import Path
 
 import torch
+
+from ..cli import Parser, UserError, output_folder, refuse_earlier_work, user_errors
 
 COLLECTIONS = {  # name -> glob under the package's dist/ folder
     "tang": "quantangshi/poet.tang.*.json",
@@ -25,6 +26,7 @@ LINE_END = re.compile(r"[，。！？；]")
 EDITORIAL = re.compile(r"（[^）]*）|〖[^〗]*〗|\([^)]*\)")
 DAMAGED = re.compile(r"[□{}\[\]<>a-zA-Z0-9]")
 SAMPLE = Path(__file__).parents[1] / "assets" / "poetry_sample.txt"
+BUILT = ("train.txt", "val.txt", "meta.json")  # what `build` writes
 
 
 def poem_lines(text: str) -> list[str]:
@@ -47,8 +49,20 @@ def clean_poem(paragraphs: list[str], to_simplified) -> str | None:
 
 def read_collection(dist: Path, name: str):
     for path in sorted(glob.glob(str(dist / COLLECTIONS[name])), key=lambda p: int(re.findall(r"\d+", p)[-1])):
-        for item in json.load(open(path, encoding="utf-8")):
+        for item in read_items(path):
             yield item.get("paragraphs", [])
+
+
+def read_items(path) -> list[dict]:
+    """One file of the package: a JSON list of poems; else a UserError naming it."""
+    try:
+        items = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise UserError(f"{path}: not valid JSON ({error}); unpack the package "
+                        "again") from None
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+        raise UserError(f"{path}: not a list of poems; is this chinese-poetry's dist/?")
+    return items
 
 
 def is_validation(text: str, val_percent: int) -> bool:
@@ -56,19 +70,48 @@ def is_validation(text: str, val_percent: int) -> bool:
     return int(hashlib.sha1(text.encode()).hexdigest(), 16) % 100 < val_percent
 
 
-def build(dist: str, out: str, collections=("tang",), regulated_only=True, val_percent=2):
+def check_build(dist, out, collections):
+    """Refuse unknown collections, a dist/ without them, an out folder already built."""
     unknown = [name for name in collections if name not in COLLECTIONS]
     if unknown:
-        raise ValueError(f"unknown collection {unknown[0]!r}; choose from {sorted(COLLECTIONS)}")
-    missing = [name for name in collections if not glob.glob(str(Path(dist) / COLLECTIONS[name]))]
+        raise UserError(f"--collections: unknown collection {unknown[0]!r}; "
+                        f"choose from {sorted(COLLECTIONS)}")
+    missing = [name for name in collections
+               if not glob.glob(str(Path(dist) / COLLECTIONS[name]))]
     if missing:
-        raise FileNotFoundError(f"no {COLLECTIONS[missing[0]]} under {dist} (pass the package's dist/ folder, "
-                                "e.g. data/package/dist after npm pack chinese-poetry@2.0.1 and tar xzf)")
+        raise UserError(f"{dist}: no {COLLECTIONS[missing[0]]} there (pass the "
+                        "package's dist/ folder, e.g. data/package/dist after npm pack "
+                        "chinese-poetry@2.0.1 and tar xzf)")
+    refuse_earlier_work(output_folder(out, ""), BUILT, "an earlier build",
+                        "choose another out folder (a build never overwrites one)")
+
+
+def check_splits(splits: dict, raw: int, dist, val_percent: int):
+    """Refuse a build without training poems, or without the validation ones asked."""
+    if not splits["train"]:
+        raise UserError(f"{dist}: no poem kept out of {raw} items (damaged, "
+                        "duplicates or not regulated verse); try --all-forms or other "
+                        "--collections")
+    if val_percent and not splits["val"]:
+        kept = len(splits["train"])
+        raise UserError(f"--val-percent {val_percent}: none of the {kept} poems kept "
+                        "went to val.txt; raise it or add --collections")
+
+
+def simplifier():
+    """OpenCC's traditional-to-simplified conversion."""
     try:
         import opencc
     except ImportError:
-        raise ImportError("building the corpus needs OpenCC: pip install opencc") from None
-    to_simplified = opencc.OpenCC("t2s").convert
+        raise UserError("opencc: not installed; building the corpus needs it: "
+                        "pip install opencc") from None
+    return opencc.OpenCC("t2s").convert
+
+
+def build(dist: str, out: str, collections=("tang",), regulated_only=True,
+          val_percent=2):
+    check_build(dist, out, collections)
+    to_simplified = simplifier()
     seen, splits = set(), {"train": [], "val": []}
     raw = 0
     for name in collections:
@@ -79,6 +122,7 @@ def build(dist: str, out: str, collections=("tang",), regulated_only=True, val_p
                 continue
             seen.add(text)
             splits["val" if is_validation(text, val_percent) else "train"].append(text)
+    check_splits(splits, raw, dist, val_percent)
     os.makedirs(out, exist_ok=True)
     meta = {"source": "npm chinese-poetry@2.0.1 (MIT)", "collections": list(collections),
             "regulated_only": regulated_only, "raw_items": raw}
@@ -92,14 +136,38 @@ def build(dist: str, out: str, collections=("tang",), regulated_only=True, val_p
 
 
 def load_poems(path=SAMPLE) -> list[str]:
-    """Poems, one per line; by default the committed validation sample shipped with the package."""
-    return [line for line in Path(path).read_text(encoding="utf-8").splitlines() if line]
+    """Poems, one per line; by default the validation sample shipped with the package.
+
+    A missing, non-UTF-8 or empty (only whitespace) file is a UserError naming it.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: {'is a folder' if path.is_dir() else 'not found'}; "
+                        "pass a text file with one poem per line")
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as error:
+        raise UserError(f"{path}: not UTF-8 text ({error})") from None
+    poems = [line for line in lines if line.strip()]
+    if not poems:
+        raise UserError(f"{path}: holds no poems (it is empty or only whitespace); "
+                        "build it with python -m minimind.training.data build")
+    return poems
 
 
 def encode_poems(tokenizer, poems, max_len: int):
     """Each poem as <|im_start|> poem <|im_end|>, truncated to max_len tokens, as a list of id lists."""
     bos, eos = tokenizer.convert_tokens_to_ids(["<|im_start|>", "<|im_end|>"])
     return [([bos] + tokenizer.encode(p, add_special_tokens=False) + [eos])[:max_len] for p in poems]
+
+
+def enough_rows(rows: torch.Tensor, need: int, path, what: str) -> torch.Tensor:
+    """`rows` [N, seq_len] if N >= need, else UserError: `path` is too short."""
+    if len(rows) < need:
+        raise UserError(f"{path}: too short: it packs into {len(rows)} rows of "
+                        f"{rows.shape[1]} tokens, and {what} needs at least {need}; "
+                        "add poems")
+    return rows
 
 
 def pack(sequences, seq_len: int) -> torch.Tensor:
@@ -110,19 +178,20 @@ def pack(sequences, seq_len: int) -> torch.Tensor:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m minimind.training.data", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(prog="python -m minimind.training.data", description=__doc__,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="build train/val text files from the npm package's dist/ folder")
-    b.add_argument("dist"), b.add_argument("out")
+    b.add_argument("dist"), b.add_argument("out", help="a new folder (not overwritten)")
     b.add_argument("--collections", default="tang", help=f"comma-separated, from {sorted(COLLECTIONS)}")
     b.add_argument("--all-forms", action="store_true", help="keep poems that are not regulated verse")
-    b.add_argument("--val-percent", type=int, default=2)
+    b.add_argument("--val-percent", type=int, default=2, help="1 to 99 (default 2)")
     args = parser.parse_args(argv)
-    try:
-        meta = build(args.dist, args.out, tuple(args.collections.split(",")), not args.all_forms, args.val_percent)
-    except (ValueError, FileNotFoundError, ImportError) as error:
-        sys.exit(f"{parser.prog}: error: {error}")
+    if not 0 < args.val_percent < 100:
+        parser.error(f"argument --val-percent: {args.val_percent} is not from 1 to 99")
+    with user_errors():
+        meta = build(args.dist, args.out, tuple(args.collections.split(",")),
+                     not args.all_forms, args.val_percent)
     print(json.dumps(meta, ensure_ascii=False, indent=2))
 
 

@@ -4,15 +4,14 @@
 """
 import argparse
 import json
-import sys
 from collections import Counter
 
 import torch
 import torch.nn.functional as F
 
-from ..checkpoint import CheckpointError, load_pretrained, load_tokenizer
+from ..cli import Parser, model_from, new_file, tokenizer_from, user_errors
 from ..loss import mean_loss
-from .data import encode_poems, load_poems, pack, poem_lines
+from .data import SAMPLE, encode_poems, enough_rows, load_poems, pack, poem_lines
 from .tokenizer import chars_per_token
 
 PROMPTS = ["床前明月光，", "春风", "明月"]
@@ -30,9 +29,12 @@ def router_load(choices: torch.Tensor, num_experts: int) -> torch.Tensor:
     return counts.float() / choices.numel()
 
 
-def validation_loss(model, tokenizer, poems, seq_len=256, batch_size=8) -> float:
+def validation_loss(model, tokenizer, poems, seq_len=256, batch_size=8,
+                    source="poems") -> float:
     """mean_loss on `poems` packed into rows of seq_len, as in training."""
-    return mean_loss(model, pack(encode_poems(tokenizer, poems, seq_len), seq_len), batch_size)
+    rows = pack(encode_poems(tokenizer, poems, seq_len), seq_len)
+    rows = enough_rows(rows, 1, source, "the held-out loss")
+    return mean_loss(model, rows, batch_size)
 
 
 def sample_poems(model, tokenizer, prompt, n=50, max_new_tokens=64, temperature=0.8, top_p=0.9, seed=0):
@@ -68,10 +70,11 @@ def expert_shares(model, tokenizer, poems, seq_len=256):
     return shares, favourites
 
 
-def report(checkpoint: str, poems, samples=50) -> dict:
+def report(checkpoint: str, poems, samples=50, source="poems") -> dict:
     """Everything above for one checkpoint, as the dict saved in its eval.json."""
-    model, tokenizer = load_pretrained(checkpoint), load_tokenizer(checkpoint)
-    result = {"validation_loss": round(validation_loss(model, tokenizer, poems), 4),
+    model, tokenizer = model_from(checkpoint), tokenizer_from(checkpoint)
+    loss = validation_loss(model, tokenizer, poems, source=source)
+    result = {"validation_loss": round(loss, 4),
               "chars_per_token": round(chars_per_token(tokenizer, poems), 4), "line_share_5_or_7": {},
               "examples": {}}
     for prompt in PROMPTS:
@@ -84,22 +87,24 @@ def report(checkpoint: str, poems, samples=50) -> dict:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m minimind.training.evaluate", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("checkpoint", help="a shipped checkpoint name (poetry-dense, poetry-moe) or a folder")
+    parser = Parser(prog="python -m minimind.training.evaluate", description=__doc__,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("checkpoint", help="a shipped checkpoint name (poetry-dense, "
+                        "poetry-moe) or a folder")
     parser.add_argument("--samples", type=int, default=50)
     parser.add_argument("--val-file", help="held-out poems (default: the committed 300-poem sample)")
-    parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--json", help="write the results to this new file")
     args = parser.parse_args(argv)
-    try:
+    if args.samples <= 0:
+        parser.error(f"argument --samples: {args.samples} is not a positive number")
+    with user_errors():
+        target = new_file(args.json, "--json") if args.json else None  # checked first
         poems = load_poems(args.val_file) if args.val_file else load_poems()
-        result = report(args.checkpoint, poems, args.samples)
-    except (CheckpointError, FileNotFoundError, IsADirectoryError) as error:
-        sys.exit(f"{parser.prog}: error: {error}")
+        result = report(args.checkpoint, poems, args.samples, args.val_file or SAMPLE)
     text = json.dumps(result, ensure_ascii=False, indent=1)
     print(text)
-    if args.json:
-        open(args.json, "w").write(text)
+    if target:
+        target.write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -14,26 +14,29 @@ The parts, in the order a step uses them: `setup` (process group, data, model, o
 """
 import argparse
 import csv
+import hashlib
 import json
 import math
 import os
+import pickle
 import random
 import shutil
-import sys
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
-from ..checkpoint import CheckpointError, load_tokenizer
+from ..checkpoint import CheckpointError, check_state_dict
+from ..cli import Parser, UserError, output_folder, refuse_earlier_work, tokenizer_from
+from ..cli import user_errors
 from ..config import MiniMindConfig
 from ..loss import mean_loss
 from ..model import MiniMindForCausalLM
-from .data import encode_poems, load_poems, pack
-from .device import pick_device, pick_dtype
+from .data import encode_poems, enough_rows, load_poems, pack
+from .device import available, pick_device, pick_dtype
 
 
 @dataclass
@@ -65,8 +68,8 @@ PRESETS = {
 }
 
 
-class UsageError(Exception):
-    """A mistake in the command line or its files: reported in one line, exit status 2."""
+RUN_FILES = ("checkpoint.pt", "train_log.csv", "loss_curve.png", "final")  # in OUT/
+SPECIAL = ("<|im_start|>", "<|im_end|>")  # each poem is wrapped in them
 
 
 def learning_rate(step: int, p: Preset) -> float:
@@ -114,6 +117,8 @@ class Run:
     world: int
     out: Path
     start_step: int = 0
+    identity: dict = field(default_factory=dict)  # preset, steps, tokenizer: saved
+    earlier: dict = field(default_factory=dict)  # the resumed checkpoint's identity
 
     @property
     def log_path(self):
@@ -137,6 +142,7 @@ def packed_rows(tokenizer, data_dir, split: str, seq_len: int) -> torch.Tensor:
 
 def setup(args) -> Run:
     """Join the process group, seed, read and pack the data, build the model and its optimizer, resume."""
+    check_args(args)
     preset = preset_for(args)
     world, rank = int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("RANK", 0))
     device = pick_device(args.device)
@@ -145,19 +151,53 @@ def setup(args) -> Run:
         if device.type == "cuda":
             device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
     seed_everything(args.seed)
-    tokenizer = load_tokenizer(args.tokenizer)
-    train_rows, val_rows = (packed_rows(tokenizer, args.data, split, preset.seq_len) for split in ("train", "val"))
+    tokenizer = training_tokenizer(args.tokenizer)
+    train_rows, val_rows = data_rows(tokenizer, args.data, preset, world)
     model = MiniMindForCausalLM(MiniMindConfig(vocab_size=len(tokenizer), **preset.model)).to(device)
     optimizer = torch.optim.AdamW(param_groups(model, preset.weight_decay), lr=preset.lr, betas=(0.9, 0.95))
     ddp_model = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
     run = Run(preset, model, ddp_model, optimizer, tokenizer, train_rows, val_rows, device, rank, world,
-              Path(args.out))
+              Path(args.out), identity=identity(args, preset, tokenizer))
     run.out.mkdir(parents=True, exist_ok=True)
     if args.resume and run.checkpoint_path.exists():
         run.start_step = load_checkpoint(run)
+        check_steps_left(run, args)
     elif rank == 0:
         run.log_path.write_text("step,lr,train_loss,aux_loss,val_loss,tokens_per_s\n")
     return run
+
+
+def training_tokenizer(name):
+    """--tokenizer's tokenizer; UserError if it does not load or lacks the markers."""
+    tokenizer = tokenizer_from(name, "--tokenizer")
+    missing = [token for token in SPECIAL if token not in tokenizer.get_vocab()]
+    if missing:
+        raise UserError(f"--tokenizer {name}: has no {missing[0]} token; train one "
+                        "with python -m minimind.training.tokenizer train")
+    return tokenizer
+
+
+def identity(args, preset: Preset, tokenizer) -> dict:
+    """What a resumed run must share with the checkpoint (saved with it)."""
+    return {"preset": args.preset, "steps": preset.steps, "tokenizer": args.tokenizer,
+            "tokenizer_sha256": fingerprint(tokenizer)}
+
+
+def fingerprint(tokenizer) -> str:
+    """sha256 of the vocabulary: the same tokens with the same ids, the same digest."""
+    vocab = json.dumps(sorted(tokenizer.get_vocab().items()), ensure_ascii=False)
+    return hashlib.sha256(vocab.encode()).hexdigest()
+
+
+def data_rows(tokenizer, data_dir, p: Preset, world: int):
+    """Packed train and val rows; UserError if train fills no batch, or val no row."""
+    train_rows, val_rows = (packed_rows(tokenizer, data_dir, split, p.seq_len)
+                            for split in ("train", "val"))
+    per = f" per process ({world} processes)" if world > 1 else ""
+    enough_rows(train_rows, p.batch_size * world, Path(data_dir, "train.txt"),
+                f"one batch{per} of the preset's {p.batch_size} rows")
+    enough_rows(val_rows, 1, Path(data_dir, "val.txt"), "the held-out loss")
+    return train_rows, val_rows
 
 
 def train_step(run: Run, batch: torch.Tensor, lr: float):
@@ -186,21 +226,70 @@ def held_out_loss(model, rows: torch.Tensor, batch_size: int) -> float:
 def save_checkpoint(run: Run, step: int):
     """Weights, optimizer moments, step and RNG state: all `--resume` needs to continue the same run."""
     torch.save({"model": run.model.state_dict(), "optimizer": run.optimizer.state_dict(), "step": step,
-                "rng": torch.get_rng_state()}, run.checkpoint_path)
+                "rng": torch.get_rng_state(), "run": run.identity}, run.checkpoint_path)
     plot_loss_curve(run.log_path, run.out / "loss_curve.png")
 
 
 def load_checkpoint(run: Run) -> int:
     """Restore what `save_checkpoint` wrote; returns the step to continue from."""
-    state = torch.load(run.checkpoint_path, map_location=run.device, weights_only=False)
+    state = read_checkpoint(run.checkpoint_path, run.device)
+    run.earlier = state.get("run", {})  # {}: saved before checkpoints recorded it
+    check_same_run(run, state["model"])
     run.model.load_state_dict(state["model"])
     try:
         run.optimizer.load_state_dict(state["optimizer"])
     except ValueError as error:  # e.g. written before norm gains got their own no-decay group
-        raise UsageError(f"{run.checkpoint_path} does not fit this optimizer ({error}); "
-                         "start again without --resume or in a new --out folder") from None
+        raise UserError(f"{run.checkpoint_path}: does not fit this optimizer "
+                        f"({error}); start again with another --out") from None
     torch.set_rng_state(state["rng"])
     return state["step"]
+
+
+def read_checkpoint(path: Path, device) -> dict:
+    """torch.load(path); UserError if the file is damaged (e.g. cut short)."""
+    try:
+        return torch.load(path, map_location=device, weights_only=False)
+    except (RuntimeError, EOFError, pickle.UnpicklingError) as error:
+        raise UserError(f"{path}: cannot be read ({error}); the file is damaged: "
+                        "start again with another --out") from None
+
+
+def check_same_run(run: Run, weights: dict):
+    """UserError unless the checkpoint was written with this preset and tokenizer."""
+    path, now, saved = run.checkpoint_path, run.identity, run.earlier
+    other = "another --out"
+    if saved.get("preset", now["preset"]) != now["preset"]:
+        raise UserError(f"{path}: written by --preset {saved['preset']}, not "
+                        f"{now['preset']}; resume with --preset {saved['preset']}, "
+                        f"or choose {other}")
+    digest = now["tokenizer_sha256"]
+    if saved.get("tokenizer_sha256", digest) != digest:
+        raise UserError(f"--tokenizer {now['tokenizer']}: not the tokenizer {path} was "
+                        f"trained with; resume with --tokenizer {saved['tokenizer']}, "
+                        f"or choose {other}")
+    try:
+        check_state_dict(run.model, weights)
+    except CheckpointError as error:
+        raise UserError(f"{path}: does not fit --preset {now['preset']} ({error}); "
+                        "resume with the preset it was written by, or choose "
+                        f"{other}") from None
+
+
+def check_steps_left(run: Run, args):
+    """UserError if a resume would change the schedule unasked, or has nothing to do."""
+    steps, done, path = run.preset.steps, run.start_step, run.checkpoint_path
+    had = run.earlier.get("steps", steps)
+    if args.steps is None and had != steps:
+        raise UserError(f"{path}: its run has --steps {had}, not the preset's {steps}; "
+                        f"pass --steps {had} to finish it, or more to train on")
+    final = run.out / "final"
+    if done >= steps and (final / "model.safetensors").exists():
+        raise UserError(f"{path}: the run is at step {done} of {steps}, finished (its "
+                        f"model is in {final}); pass a --steps above {done} to train "
+                        "on, or choose another --out")
+    if args.stop_at is not None and done >= args.stop_at:
+        raise UserError(f"--stop-at {args.stop_at}: {path} is already at step {done}; "
+                        "pass a later --stop-at")
 
 
 def log_step(run: Run, step: int, lr: float, output, val_loss: str, tokens_per_s: float):
@@ -275,25 +364,46 @@ def export(model, tokenizer, folder: Path, training: dict):
 
 def check_args(args):
     """Catch the usual mistakes before any work starts."""
-    for name in ("train.txt", "val.txt"):
-        if not Path(args.data, name).is_file():
-            raise UsageError(f"--data {args.data}: no {name} there (build it with python -m minimind.training.data)")
     for option in ("steps", "stop_at", "save_every"):
         if getattr(args, option) is not None and getattr(args, option) <= 0:
-            raise UsageError(f"--{option.replace('_', '-')} must be a positive number of steps")
+            raise UserError(f"--{option.replace('_', '-')} {getattr(args, option)}: "
+                            "must be a positive number of steps")
+    if args.device:
+        try:
+            available(args.device)
+        except ValueError as error:
+            raise UserError(f"--device: {error}") from None
+    for name in ("train.txt", "val.txt"):
+        if not Path(args.data, name).is_file():
+            raise UserError(f"--data {args.data}: no {name} there; build it with "
+                            "python -m minimind.training.data build")
+    check_out(args)
+
+
+def check_out(args):
+    """--out: a folder to write in, with no earlier run unless --resume continues it."""
+    out = output_folder(args.out, "--out")
+    if not args.resume:
+        refuse_earlier_work(out, RUN_FILES, "an earlier run",
+                            "continue it with --resume, or choose another --out")
+    elif not (out / "checkpoint.pt").exists():
+        refuse_earlier_work(out, RUN_FILES, "an earlier run but no checkpoint.pt to "
+                            "--resume from", "choose another --out")
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(prog="python -m minimind.training.train", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(prog="python -m minimind.training.train", description=__doc__,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", choices=sorted(PRESETS), required=True)
     parser.add_argument("--data", required=True, help="folder with train.txt and val.txt")
     parser.add_argument("--tokenizer", required=True, help="folder with tokenizer.json, or a shipped checkpoint name")
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out", required=True, help="a new folder (an earlier run "
+                        "there is refused unless --resume continues it)")
     parser.add_argument("--steps", type=int, help="override the preset's number of steps")
     parser.add_argument("--save-every", type=int, help="checkpoint every N steps (default: the preset's)")
     parser.add_argument("--seed", type=int, default=1337)
-    parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt if present")
+    parser.add_argument("--resume", action="store_true", help="continue from "
+                        "OUT/checkpoint.pt if present (same preset and tokenizer)")
     parser.add_argument("--stop-at", type=int, help="stop after this step, keeping the full schedule (resume later)")
     parser.add_argument("--device", help="cuda / mps / cpu (default: best available)")
     parser.add_argument("--no-progress", action="store_true")
@@ -302,11 +412,8 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    try:
-        check_args(args)
+    with user_errors():
         return train(args)
-    except (UsageError, CheckpointError) as error:
-        sys.exit(f"python -m minimind.training.train: error: {error}")
 
 
 if __name__ == "__main__":

@@ -14,15 +14,18 @@ def test_router_choices_are_what_the_moe_layer_computes():
     layer = model.model.layers[0]
     x = layer.post_attention_layernorm(stream[0]["after_attention"]).view(-1, 64)  # what the router read
     probs, choices = router_choices(out.router_logits[0], k := model.config.num_experts_per_tok)
+    # atol 1e-6: x recomputed from the recorded stream, the gate run on another shape
     assert torch.allclose(probs, torch.softmax(layer.mlp.gate(x), -1), atol=1e-6)
     # the layer's output is the renormalised top-k mixture of exactly these experts
     weights = probs.gather(-1, choices)
     weights = weights / weights.sum(-1, keepdim=True)
     mixture = sum(weights[:, j:j + 1] * torch.stack([layer.mlp.experts[e](x[n]) for n, e in enumerate(choices[:, j])])
                   for j in range(k))
+    # atol 1e-5: token by token here, batched in the layer: float32 sums round apart
     assert torch.allclose(layer.mlp(x.view(2, 9, 64))[0].view(-1, 64), mixture, atol=1e-5)
     load = router_load(choices, 4)
-    assert torch.isclose(load.sum(), torch.tensor(1.0)) and load.shape == (4,)
+    assert torch.isclose(load.sum(), torch.tensor(1.0))  # 4 rounded float32 shares
+    assert load.shape == (4,)
     assert all(not m._forward_hooks for m in model.modules())
 
 
@@ -34,6 +37,6 @@ def test_residual_stream_adds_up():
         layer = model.model.layers[0]
         h = stream[0]["after_attention"]
         expected = h + layer.mlp(layer.post_attention_layernorm(h))
-    assert torch.allclose(stream[0]["output"], expected, atol=1e-6)
-    assert torch.equal(stream[1]["input"], stream[0]["output"])
+    assert torch.allclose(stream[0]["output"], expected, atol=1e-6)  # recomputed
+    assert torch.equal(stream[1]["input"], stream[0]["output"])  # passed on: exact
     assert rms(stream[1]["output"]).shape == (1, 6)
