@@ -18,6 +18,8 @@ def test_loads_and_matches_recorded_validation_loss(name):
     assert model.lm_head.weight is model.model.embed_tokens.weight and model.dtype == torch.float32
     assert model.config.use_moe == (name == "poetry-moe")
     recorded = json.loads((SHIPPED / name / "eval.json").read_text())["validation_loss"]
+    # recorded to 4 decimals (+-5e-5) by this same float32 evaluation when published; other kernels (8 layers,
+    # a 6400-way softmax, a mean over batches) move it by ~1e-5; 2e-3 is the margin chosen at publication
     assert validation_loss(model, tokenizer, load_poems()) == pytest.approx(recorded, abs=2e-3)
 
 

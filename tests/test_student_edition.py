@@ -202,7 +202,7 @@ def _assert_only_checks_fail(nb, errored):
     assert not passing, ("`check` cells pass with only the stubs (a student would score these points without "
                          f"answering): cells {passing}: {[nb.cells[i].source[:100] for i in passing]}")
     from nbgrader.utils import determine_grade
-    assert sum(determine_grade(nb.cells[i])[0] for i in checks) == 0
+    assert sum(determine_grade(nb.cells[i])[0] for i in checks) == 0  # exact: integer points
 
 
 @pytest.mark.slow
@@ -263,7 +263,7 @@ def _autograde(notebook: Path, course: Path, monkeypatch) -> dict:
 @pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")  # nbgrader's gradebook, harmless
 def test_autograde_fixture_full_marks_for_solutions_zero_for_stubs(tmp_path, monkeypatch):
     scores = _autograde(FIXTURE, tmp_path / "course", monkeypatch)
-    assert scores == {"reference": (3.0, 3.0), "stubs": (0.0, 3.0)}
+    assert scores == {"reference": (3.0, 3.0), "stubs": (0.0, 3.0)}  # exact: sums of integer points
 
 
 def _chapter_for_autograde() -> Path | None:
@@ -287,4 +287,4 @@ def test_autograde_a_real_chapter(tmp_path, monkeypatch):
     print(f"\n{chapter.name}: autograde of reference and stubs in {time.perf_counter() - start:.1f} s: {scores}")
     total = scores["reference"][1]
     assert total > 0
-    assert scores == {"reference": (total, total), "stubs": (0.0, total)}
+    assert scores == {"reference": (total, total), "stubs": (0.0, total)}  # exact: sums of integer points

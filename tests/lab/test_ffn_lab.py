@@ -16,16 +16,23 @@ def test_activation_curves_match_closed_forms():
     x = torch.linspace(-4, 4, 81)
     curves = activation_curves(x)
     relu, drelu = curves["relu"]
+    # exact: max(x, 0) and a 0/1 derivative involve no rounding
     assert torch.equal(relu, x.clamp(min=0)) and torch.equal(drelu, (x > 0).float())
     silu, dsilu = curves["silu"]
     sig = torch.sigmoid(x)
-    assert torch.allclose(silu, x * sig) and torch.allclose(dsilu, sig * (1 + x * (1 - sig)), atol=1e-6)
+    # silu's kernel and its backward vs the closed forms written out: a few float32 ulps on values <= 4.1
+    torch.testing.assert_close(silu, x * sig, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(dsilu, sig * (1 + x * (1 - sig)), atol=1e-6, rtol=1e-6)
     gelu, dgelu = curves["gelu"]  # exact GELU: x * Phi(x), derivative Phi(x) + x * phi(x)
     phi = torch.exp(-x ** 2 / 2) / math.sqrt(2 * math.pi)
     cdf = 0.5 * (1 + torch.erf(x / math.sqrt(2)))
-    assert torch.allclose(gelu, x * cdf, atol=1e-6) and torch.allclose(dgelu, cdf + x * phi, atol=1e-5)
+    # erf-based kernels vs x * Phi(x) by hand: 1 + erf cancels near x = -4, so absolute: ulps of 1 times |x| <= 4
+    torch.testing.assert_close(gelu, x * cdf, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(dgelu, cdf + x * phi, atol=2e-6, rtol=1e-5)
     fine = torch.linspace(-3, 0, 30001)
     low = activation_curves(fine, names=("silu",))["silu"][0]
+    # the minimum is -0.278465 at x = -1.278465: 1e-4 covers the 4-digit literal (3.5e-5 off); float32 silu is
+    # flat to an ulp (3e-8) over +-5e-4 around it, so another kernel may put the argmin anywhere there: 1e-3
     assert abs(low.min().item() + 0.2785) < 1e-4 and abs(fine[low.argmin()].item() + 1.2785) < 1e-3
 
 
@@ -62,20 +69,22 @@ def test_record_ffn_reads_both_branches_and_cleans_up():
     mlp = model.model.layers[1].mlp
     gate, up = ffn[1]["gate"], ffn[1]["up"]
     assert gate.shape == up.shape == (2, 7, mlp.gate_proj.out_features)
-    assert torch.allclose(gate, mlp.gate_proj(outputs["x"]))
-    assert torch.allclose(mlp.down_proj(F.silu(gate) * up), outputs["out"], atol=1e-6)
+    # exact: the same Linear and silu kernels on the same tensors as in the forward pass (dropout is off)
+    assert torch.equal(gate, mlp.gate_proj(outputs["x"]))
+    assert torch.equal(mlp.down_proj(F.silu(gate) * up), outputs["out"])
     assert all(not layer.mlp.gate_proj._forward_hooks and not layer.mlp.up_proj._forward_hooks
                for layer in model.model.layers)
 
 
 def test_near_zero_share_and_top_activations():
     values = torch.tensor([0.0, 0.05, -0.05, 1.0, -1.0, 2.0])  # rms = sqrt(6.005 / 6) ~ 1.0004
+    # exact: 3 of 6 and 1 of 4 entries, none close to the threshold (0.1 x the RMS)
     assert near_zero_share(values, 0.1) == 0.5
     assert near_zero_share(values * 100, 0.1) == 0.5  # scale-free
     assert near_zero_share(F.silu(torch.tensor([-1.28, -20.0, 3.0, 3.0])), 0.1) == 0.25  # silu(-1.28) is not 0
     acts = torch.tensor([[0.0, 5.0], [3.0, 1.0], [1.0, 4.0]])
     values, positions = top_activations(acts, 1, k=2)
-    assert values.tolist() == [5.0, 4.0] and positions.tolist() == [0, 2]
+    assert values.tolist() == [5.0, 4.0] and positions.tolist() == [0, 2]  # exact: topk returns stored values
     ids = torch.tensor([7, 8, 7])
     assert top_token_purity(acts, ids, k=2).tolist() == [0.5, 1.0]
 
@@ -99,5 +108,5 @@ def test_mean_by_line_position():
     values = torch.tensor([1.0, 2.0, 3.0, 9.0, 5.0])
     positions, lengths = [1, 2, 1, 0, 2], [2, 2, 2, 2, 3]
     means = mean_by_line_position(values, positions, lengths, 2)
-    assert means.tolist() == [2.0, 2.0]
+    assert means.tolist() == [2.0, 2.0]  # exact: means of small integers
     assert torch.isnan(mean_by_line_position(values, positions, lengths, 3)[0])

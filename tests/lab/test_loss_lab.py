@@ -13,24 +13,30 @@ from model_helpers import random_ids, tiny_model
 # --- yardsticks ---------------------------------------------------------------------------------------------
 
 def test_perplexity_and_bits_per_character():
-    assert loss_lab.perplexity(math.log(6400)) == pytest.approx(6400)
-    assert loss_lab.perplexity(0.0) == 1.0
+    # float64 exp(log(6400)): the last bit of log, times 6400 (~2e-15 relative)
+    assert loss_lab.perplexity(math.log(6400)) == pytest.approx(6400, rel=1e-12)
+    assert loss_lab.perplexity(0.0) == 1.0  # exact: exp(0) = 1
     # one bit per token, two characters per token: half a bit per character
-    assert loss_lab.bits_per_character(math.log(2), 2.0) == pytest.approx(0.5)
+    assert loss_lab.bits_per_character(math.log(2), 2.0) == 0.5  # exact: ln 2 / ln 2 = 1, then / 2
 
 
 def test_unigram_loss_is_the_entropy_of_the_token_frequencies():
-    assert loss_lab.unigram_loss(torch.tensor([3, 3, 3, 3]), 10) == pytest.approx(0.0)
-    assert loss_lab.unigram_loss(torch.tensor([[0, 1], [2, 3]]), 10) == pytest.approx(math.log(4))
+    assert loss_lab.unigram_loss(torch.tensor([3, 3, 3, 3]), 10) == 0  # exact: p = 4 / 4 = 1 and log 1 = 0
+    # float64: torch's log(0.25) vs math.log(4), summed over 4 terms: a few ulps
+    assert loss_lab.unigram_loss(torch.tensor([[0, 1], [2, 3]]), 10) == pytest.approx(math.log(4), rel=1e-12)
     ids = torch.tensor([0, 0, 1, 2])
     p = torch.tensor([0.5, 0.25, 0.25])
-    assert loss_lab.unigram_loss(ids, 5) == pytest.approx(-(p * p.log()).sum().item())
+    # the expected value is computed in float32 (~1e-7 relative), the function in float64
+    assert loss_lab.unigram_loss(ids, 5) == pytest.approx(-(p * p.log()).sum().item(), rel=1e-6)
 
 
 def test_prediction_entropy_uniform_and_certain():
-    assert loss_lab.prediction_entropy(torch.zeros(2, 3, 8)).allclose(torch.full((2, 3), math.log(8)))
+    # float32 log_softmax and exp over 8 equal logits against float64 log 8: ~1e-7 relative
+    torch.testing.assert_close(loss_lab.prediction_entropy(torch.zeros(2, 3, 8)),
+                               torch.full((2, 3), math.log(8)), rtol=1e-6, atol=0)
     certain = torch.tensor([[100.0, 0.0, 0.0]])
-    assert loss_lab.prediction_entropy(certain).item() == pytest.approx(0.0, abs=1e-6)
+    # the true entropy is 2 * 100 * e^-100 ~ 7e-42 (log_softmax subtracts the max, so the top log-prob is 0)
+    assert loss_lab.prediction_entropy(certain).item() == pytest.approx(0.0, abs=1e-12)
 
 
 # --- which tokens count -------------------------------------------------------------------------------------
@@ -40,7 +46,7 @@ def test_pad_batch_pads_right_with_ignored_labels():
     assert ids.tolist() == [[5, 6, 7], [8, 0, 0]]
     assert labels.tolist() == [[5, 6, 7], [8, -100, -100]]
     ids, labels = loss_lab.pad_batch([[5, 6, 7], [8]], pad_id=0, label_pad=0)  # the mistake: pad is a target
-    assert torch.equal(ids, labels)
+    assert torch.equal(ids, labels)  # integer ids
 
 
 def test_padding_with_ignore_index_leaves_the_loss_unchanged_and_pad_labels_change_it():
@@ -50,10 +56,12 @@ def test_padding_with_ignore_index_leaves_the_loss_unchanged_and_pad_labels_chan
         alone = [model(torch.tensor([s]), labels=torch.tensor([s])).loss.item() * (len(s) - 1) for s in seqs]
         expected = sum(alone) / sum(len(s) - 1 for s in seqs)
         ids, labels = loss_lab.pad_batch(seqs, pad_id=0)
-        assert model(ids, labels=labels).loss.item() == pytest.approx(expected, rel=1e-5)
+        # one padded batch vs each sequence alone: other matmul shapes and another order of the mean over
+        # 11 losses, ~1e-7 relative (measured 6e-8)
+        assert model(ids, labels=labels).loss.item() == pytest.approx(expected, rel=1e-6)
         assert loss_lab.counted_targets(labels) == 8 + 3
         ids, bad = loss_lab.pad_batch(seqs, pad_id=0, label_pad=0)
-        assert model(ids, labels=bad).loss.item() != pytest.approx(expected, rel=1e-3)
+        assert model(ids, labels=bad).loss.item() != pytest.approx(expected, rel=1e-3)  # it moves by ~7%
         assert loss_lab.counted_targets(bad) == 2 * 8
 
 
@@ -73,7 +81,7 @@ def test_prompt_masked_labels_keep_the_first_answer_token():
 def test_sequence_means_skip_ignored_targets():
     losses = torch.tensor([[1.0, 2.0, 3.0], [4.0, 100.0, 100.0]])
     labels = torch.tensor([[0, 1, 1, 1], [0, 1, -100, -100]])
-    assert loss_lab.sequence_means(losses, labels).tolist() == [2.0, 4.0]
+    assert loss_lab.sequence_means(losses, labels).tolist() == [2.0, 4.0]  # exact: (1 + 2 + 3) / 3 and 4 / 1
 
 
 def test_sequence_means_of_real_losses_match_per_row_cross_entropy():
@@ -84,8 +92,9 @@ def test_sequence_means_of_real_losses_match_per_row_cross_entropy():
     per_token = shifted_cross_entropy(logits, labels, reduction="none")
     means = loss_lab.sequence_means(per_token, labels)
     for row in range(2):
+        # the same per-token float32 losses, averaged as sum / count vs cross_entropy's mean: ~1e-7 relative
         assert means[row].item() == pytest.approx(shifted_cross_entropy(logits[row:row + 1], labels[row:row + 1]).item(),
-                                                  rel=1e-5)
+                                                  rel=1e-6)
 
 
 def test_segment_index_counts_documents_over_packed_rows():
@@ -96,13 +105,13 @@ def test_segment_index_counts_documents_over_packed_rows():
 
 def test_group_means_skip_nan():
     values = torch.tensor([1.0, 3.0, float("nan"), 10.0])
-    assert loss_lab.group_means(values, torch.tensor([0, 0, 1, 1])).tolist() == [2.0, 10.0]
+    assert loss_lab.group_means(values, torch.tensor([0, 0, 1, 1])).tolist() == [2.0, 10.0]  # exact: small integers
 
 
 def test_batch_means_mean_weighs_a_short_last_batch_like_a_full_one():
     losses = torch.cat([torch.zeros(2, 4), torch.ones(1, 4)])  # batches of 2 rows: [0, 0] and [1]
-    assert loss_lab.batch_means_mean(losses, 2) == pytest.approx(0.5)
-    assert losses.mean().item() == pytest.approx(1 / 3)
+    assert loss_lab.batch_means_mean(losses, 2) == 0.5  # exact: (0 + 1) / 2
+    assert losses.mean().item() == pytest.approx(1 / 3, rel=1e-6)  # float32 4 / 12 vs float64 1 / 3: 3e-8
 
 
 # --- where in a line ----------------------------------------------------------------------------------------
@@ -125,7 +134,7 @@ def test_mean_by_slot_single_character_tokens_only():
     values = torch.arange(11, dtype=torch.float)
     means, counts = loss_lab.mean_by_slot(values, first, chars, lengths, 5)
     assert counts.tolist() == [1, 1, 2, 2, 2]  # 床前 (position 1, two characters) is left out
-    assert means[0].item() == 5.0 and means[2].item() == (1 + 7) / 2
+    assert means[0].item() == 5.0 and means[2].item() == (1 + 7) / 2  # exact: means of small integers
     means, counts = loss_lab.mean_by_slot(values, first, chars, lengths, 5, single_only=False)
     assert counts.tolist() == [2, 1, 2, 2, 2]
     assert loss_lab.mean_by_slot(values, first, chars, lengths, 7)[0].isnan().all()
@@ -138,7 +147,7 @@ def test_read_train_log(tmp_path):
     path.write_text("step,lr,train_loss,aux_loss,val_loss,tokens_per_s\n1,3e-05,8.8,0.002,,1000\n2,6e-05,8.7,0.0,8.75,1100\n")
     log = loss_lab.read_train_log(path)
     assert log["step"] == [1, 2] and log["train_loss"] == [8.8, 8.7]
-    assert math.isnan(log["val_loss"][0]) and log["val_loss"][1] == 8.75
+    assert math.isnan(log["val_loss"][0]) and log["val_loss"][1] == 8.75  # exact: float() of the same text
 
 
 def test_shipped_logs_read():
@@ -148,7 +157,7 @@ def test_shipped_logs_read():
 
 
 def test_moving_average_is_trailing():
-    assert loss_lab.moving_average([1, 2, 3, 4], 2) == [1.0, 1.5, 2.5, 3.5]
+    assert loss_lab.moving_average([1, 2, 3, 4], 2) == [1.0, 1.5, 2.5, 3.5]  # exact: float64 sums of small integers
     assert loss_lab.moving_average([5.0], 10) == [5.0]
 
 

@@ -24,12 +24,14 @@ def test_sublayer_writes_add_up_to_the_block_output(ids):
     assert len(writes) == 2
     for i, row in enumerate(writes):
         assert all(row[key].shape == ids.shape for key in row)
-        assert torch.allclose(row["stream"], rms(stream[i]["input"]))
+        assert torch.equal(row["stream"], rms(stream[i]["input"]))  # exact: the same rms of the same tensor
         # independent: the MLP's write recomputed from the block's own modules
         layer = model.model.layers[i]
         with torch.no_grad():
             mlp = layer.mlp(layer.post_attention_layernorm(stream[i]["after_attention"]))
-        assert torch.allclose(row["mlp"], rms(mlp), atol=1e-5)
+        # the same MLP kernels, but the write is read back as (h + mlp) - h: an ulp of the stream (~2e-7)
+        torch.testing.assert_close(row["mlp"], rms(mlp), atol=1e-6, rtol=1e-6)
+        # a float32 cosine may overshoot 1 by a few ulps
         assert ((row["attention_cos"].abs() <= 1 + 1e-6) & (row["mlp_cos"].abs() <= 1 + 1e-6)).all()
 
 
@@ -37,9 +39,11 @@ def test_sublayer_write_cosines_on_a_constructed_stream():
     x = torch.randn(1, 3, 8)
     stream = {0: {"input": x, "after_attention": 3 * x, "output": 3 * x - 6 * x}}  # attention: +2x, MLP: -6x
     row = residual_lab.sublayer_writes(stream)[0]
-    assert torch.allclose(row["attention_cos"], torch.ones(1, 3), atol=1e-6)
-    assert torch.allclose(row["mlp_cos"], -torch.ones(1, 3), atol=1e-6)
-    assert torch.allclose(row["mlp"], 6 * rms(x), atol=1e-5)
+    # float32 cosines of (rounded) parallel vectors of 8 entries: +-1 within a few ulps (1.2e-7 each)
+    torch.testing.assert_close(row["attention_cos"], torch.ones(1, 3), atol=1e-6, rtol=0)
+    torch.testing.assert_close(row["mlp_cos"], -torch.ones(1, 3), atol=1e-6, rtol=0)
+    # -6x built as (3x - 6x) - 3x, then its RMS over 8 entries: a few float32 ulps of values ~6 (~5e-7)
+    torch.testing.assert_close(row["mlp"], 6 * rms(x), atol=1e-5, rtol=1e-6)
 
 
 # --- gradients through depth ------------------------------------------------------------------------------------
@@ -54,11 +58,15 @@ def test_gradient_profile_matches_a_plain_backward_and_clears_the_gradients(ids)
     loss = model(ids, labels=ids).loss
     loss.backward()
     by_hand = [sum(p.grad.pow(2).sum() for p in layer.parameters()).sqrt().item() for layer in model.model.layers]
-    assert profile["loss"] == pytest.approx(loss.item(), rel=1e-6)
-    assert profile["params"].tolist() == pytest.approx(by_hand, rel=1e-4)
+    assert profile["loss"] == loss.item()  # exact: the same forward pass (autograd on both times)
+    # the same gradients, their squares summed in another order (GPU attention backward may also add
+    # atomically): ~1e-7 relative measured
+    assert profile["params"].tolist() == pytest.approx(by_hand, rel=1e-5)
     # sigma: what block 0's first norm divides by is the embedding's RMS; the final norm's, the last output's
     stream, _ = recorded(model, ids)
-    assert profile["sigma"][0, 0].item() == pytest.approx(rms(stream[0]["input"]).mean().item(), rel=1e-5)
+    # exact: the same rms of the same embedding rows (a lookup, no arithmetic before it)
+    assert profile["sigma"][0, 0].item() == rms(stream[0]["input"]).mean().item()
+    # a forward with autograd vs one without: on a GPU attention may take another fused kernel, ~1e-6 relative
     assert profile["final_sigma"] == pytest.approx(rms(stream[2]["output"]).mean().item(), rel=1e-5)
     assert profile["top_stream"] > 0
 
@@ -75,7 +83,8 @@ def test_pre_norm_identity_path_passes_the_gradient_unchanged(ids):
     """With writes of zero, a Pre-Norm stack is the identity: every block's backward gain is exactly 1."""
     model = silence_writes(tiny_model(num_hidden_layers=4))
     gain = residual_lab.measured_block_gain(residual_lab.gradient_profile(model, ids))
-    assert torch.allclose(gain, torch.ones(3), atol=1e-5)
+    # exact: zero output projections send back exact zeros, so every block passes on the same gradient tensor
+    assert torch.equal(gain, torch.ones(3))
 
 
 def test_post_norm_gain_follows_the_jacobian_prediction(ids):
@@ -91,15 +100,18 @@ def test_post_norm_gain_follows_the_jacobian_prediction(ids):
     assert profile["final_sigma"] != profile["final_sigma"]  # nan: a Post-Norm model has no final norm
     predicted = residual_lab.predicted_post_norm_gain(profile)
     measured = residual_lab.measured_block_gain(profile)
-    assert profile["sigma"][1:, 0].tolist() == pytest.approx(gains[:-1], rel=1e-4)
-    assert predicted[1:].tolist() == pytest.approx([2.0, 0.25, 8.0], rel=1e-4)
+    # RMSNorm's eps (1e-6) against mean squares >= 0.25 lowers each RMS by <= 2e-6 relative (measured 2.3e-6 for
+    # the product of two), float32 adds ~1e-7
+    assert profile["sigma"][1:, 0].tolist() == pytest.approx(gains[:-1], rel=1e-5)
+    assert predicted[1:].tolist() == pytest.approx([2.0, 0.25, 8.0], rel=1e-5)
     # the norm also removes the gradient's component along x (about 1/d of it): within a few percent
     assert measured[1:].tolist() == pytest.approx(predicted[1:-1].tolist(), rel=0.05)
 
 
 def test_predicted_post_norm_gain_is_the_product_of_gain_over_sigma():
     profile = {"gain": torch.tensor([[1.0, 2.0], [0.5, 1.0]]), "sigma": torch.tensor([[4.0, 2.0], [1.0, 0.25]])}
-    assert residual_lab.predicted_post_norm_gain(profile).tolist() == pytest.approx([0.25, 2.0])
+    # exact: products and quotients of powers of two
+    assert residual_lab.predicted_post_norm_gain(profile).tolist() == [0.25, 2.0]
 
 
 def test_train_recording_lowers_the_loss_and_is_reproducible():
@@ -112,6 +124,7 @@ def test_train_recording_lowers_the_loss_and_is_reproducible():
     run = runs[0]
     assert run["loss"].shape == (12,) and run["params"].shape == (12, 2)
     assert run["loss"][-4:].mean() < run["loss"][:4].mean()
+    # exact: the same seeded run twice in one process
     assert torch.equal(runs[0]["loss"], runs[1]["loss"]) and torch.equal(runs[0]["params"], runs[1]["params"])
 
 
@@ -122,12 +135,13 @@ def test_logit_lens_last_point_is_the_models_logits(ids):
     stream, out = recorded(model, ids)
     lens = residual_lab.logit_lens(model, stream)
     assert lens.shape == (4, *out.logits.shape)
-    assert torch.allclose(lens[-1], out.logits, atol=1e-5)
+    # exact: the model's final norm and head on the same last-block output
+    assert torch.equal(lens[-1], out.logits)
     # the first point is the embedding itself, read through the final norm and the tied head
     with torch.no_grad():
         by_hand = model.lm_head(model.model.norm(model.model.embed_tokens(ids)))
-    assert torch.allclose(lens[0], by_hand, atol=1e-5)
-    assert torch.equal(residual_lab.read_stream(model, stream[1]["output"]), lens[2])
+    assert torch.equal(lens[0], by_hand)  # exact: the same norm and head on the same embedding rows
+    assert torch.equal(residual_lab.read_stream(model, stream[1]["output"]), lens[2])  # exact: the same read
     assert residual_lab.lens_labels(3) == ["embedding", "after layer 0", "after layer 1", "after layer 2"]
 
 
@@ -149,9 +163,12 @@ def test_line_end_readings_match_the_full_lens():
         right = sum(int(lens[k, r, s].argmax() == ids[r, s + 1]) for r, s in ends) / len(ends)
         p_mark = sum(lens[k, r, s].softmax(-1)[[comma, stop]].sum().item() for r, s in ends) / len(ends)
         wrong = sum(int(lens[k, r, s].argmax().item() in (comma, stop)) for r, s in early) / len(early)
-        assert readings["right"][k].item() == pytest.approx(right)
-        assert readings["p_mark"][k].item() == pytest.approx(p_mark, rel=1e-4)
-        assert readings["early"][k].item() == pytest.approx(wrong)
+        # shares of 6 positions: float32 vs float64 division, 3e-8 relative
+        assert readings["right"][k].item() == pytest.approx(right, rel=1e-6)
+        # the head on 6 gathered positions vs on the whole batch (other matmul shapes), then a float32 mean vs a
+        # float64 one: ~4e-7 relative measured
+        assert readings["p_mark"][k].item() == pytest.approx(p_mark, rel=1e-5)
+        assert readings["early"][k].item() == wrong  # exact: a count over 8 positions, / 8 in binary
 
 
 def test_line_end_readings_count_a_right_guess():
@@ -165,6 +182,7 @@ def test_line_end_readings_count_a_right_guess():
     ids = torch.tensor([[11, 12, 13, comma, 14, 15, 16, stop]])
     stream = {0: {"input": torch.ones(1, 8, 64), "output": torch.ones(1, 8, 64)}}
     readings = residual_lab.line_end_readings(model, stream, ids, [[1, 2, 3, 0, 1, 2, 3, 0]], [comma, stop], 3)
+    # exact: argmax picks the one positive logit; shares of 2 and 2 positions
     assert readings["right"].tolist() == [0.5, 0.5] and readings["early"].tolist() == [1.0, 1.0]
     assert readings["p_mark"][0].item() > 0.5
 

@@ -35,7 +35,7 @@ def test_forward_stages_and_rope_angles():
     assert [s[0] for s in stages][:2] == ["input_ids", "embed_tokens"] and len(stages) == 2 + 2 + 2
     assert stages[-1][1].shape == (1, 4, 320)
     angles = rope_pair_angles(3, torch.tensor([1.0, 0.5, 0.25]), [0, 2])
-    assert torch.equal(angles, torch.tensor([3.0, 0.75]))
+    assert torch.equal(angles, torch.tensor([3.0, 0.75]))  # exact: 3 * 1 and 3 * 0.25 in binary
 
 
 def test_norm_readings_follow_the_stream_and_normalise_to_unit_rms(ids):
@@ -44,18 +44,23 @@ def test_norm_readings_follow_the_stream_and_normalise_to_unit_rms(ids):
         out = model(ids)
     readings = norm_readings(model, stream)
     assert [r["label"] for r in readings] == ["embedding", "0 +attn", "0 +ffn", "1 +attn", "1 +ffn"]
-    assert torch.equal(readings[0]["stream"], rms(stream[0]["input"]))
-    assert torch.equal(readings[2]["stream"], rms(stream[1]["input"]))  # layer 0's output is layer 1's input
+    assert torch.equal(readings[0]["stream"], rms(stream[0]["input"]))  # exact: the same rms of the same tensor
+    # exact: layer 0's output is layer 1's input, the same tensor
+    assert torch.equal(readings[2]["stream"], rms(stream[1]["input"]))
     for r in readings:
         assert r["stream"].shape == ids.shape
-        assert torch.allclose(r["unit"], torch.ones_like(r["unit"]), atol=1e-4)
-    assert torch.allclose(readings[-1]["normed"], rms(out.hidden_states))  # the last point is read by the final norm
-    assert abs(readings[-1]["gain"] - rms(model.model.norm.weight).item()) < 1e-6
+        # not rounding: eps = 1e-6 against the embedding's mean square (~0.016, less for some rows) lowers the
+        # RMS by up to 5e-5 here (fixed seeds); float32 adds ~1e-7
+        torch.testing.assert_close(r["unit"], torch.ones_like(r["unit"]), atol=1e-4, rtol=0)
+    # the last point is read by the final norm; exact: the same norm on the same tensor as in the forward pass
+    assert torch.equal(readings[-1]["normed"], rms(out.hidden_states))
+    assert readings[-1]["gain"] == rms(model.model.norm.weight).item()  # exact: the same rms of the same weight
 
 
 def test_unit_pairs_uses_the_rotate_half_layout():
     v = unit_pairs(torch.tensor([0.0, math.pi / 2]))
-    assert torch.allclose(v, torch.tensor([1.0, 0.0, 0.0, 1.0]), atol=1e-7)  # pair i = (v[i], v[i + 2])
+    # pair i = (v[i], v[i + 2]); pi / 2 rounded to float32 leaves cos(pi / 2) = -4.4e-8
+    torch.testing.assert_close(v, torch.tensor([1.0, 0.0, 0.0, 1.0]), atol=1e-7, rtol=0)
 
 
 def test_rope_score_is_the_dot_product_of_rotated_vectors_and_depends_on_distance_only():
@@ -64,7 +69,9 @@ def test_rope_score_is_the_dot_product_of_rotated_vectors_and_depends_on_distanc
     freqs = rope_frequencies(8, 1e4)
     # pair i contributes cos(angle_q - angle_k + (m - n) theta_i) for unit pairs
     expected = torch.cos(torch.tensor([0.3, 1.0, 2.0, 0.5]) - torch.tensor([1.3, 0.2, 0.7, 2.5]) + 5 * freqs).sum()
+    # rotating then dotting vs the cosine of summed angles: float32 on 4 terms of size <= 1, ~1e-6
     assert abs(rope_score(q, k, cos, sin, 7, 2) - expected.item()) < 1e-5
+    # the tables round angles 40 theta and 35 theta (up to 40 rad, ulp 3.8e-6) to float32: <= ~5e-6 here
     assert abs(rope_score(q, k, cos, sin, 40, 35) - rope_score(q, k, cos, sin, 7, 2)) < 1e-5
     assert abs(rope_score(q, k, cos, sin, 7, 3) - rope_score(q, k, cos, sin, 7, 2)) > 1e-3
 
@@ -74,7 +81,8 @@ def test_token_losses_average_to_the_model_loss():
     ids = torch.randint(0, 320, (2, 9), generator=torch.Generator().manual_seed(0))
     losses = token_losses(model, ids)
     assert losses.shape == (2, 8)
-    assert torch.allclose(losses.mean(), model(ids, labels=ids).loss, atol=1e-5)
+    # the same per-token float32 losses, averaged by another reduction: a 16-term mean of values ~6, ~1e-7 relative
+    torch.testing.assert_close(losses.mean(), model(ids, labels=ids).loss, rtol=2e-6, atol=0)
 
 
 def test_windowed_token_losses_match_separate_windows():
@@ -83,13 +91,15 @@ def test_windowed_token_losses_match_separate_windows():
     losses = windowed_token_losses(model, ids, window=4)
     assert losses.shape == (2, 11)
     assert torch.isnan(losses[:, [3, 7]]).all() and not torch.isnan(losses[:, [0, 1, 2, 4, 8, 10]]).any()
-    assert torch.allclose(losses[:, 4:7], token_losses(model, ids[:, 4:8]), atol=1e-5)
-    assert torch.allclose(losses[:, :3], token_losses(model, ids)[:, :3], atol=1e-5)  # first window: same context
+    # a batch of 6 windows vs 2 rows: other matmul shapes, 2 layers of float32 on losses ~7 (~2e-6 measured)
+    torch.testing.assert_close(losses[:, 4:7], token_losses(model, ids[:, 4:8]), atol=1e-5, rtol=0)
+    # first window: same context, likewise
+    torch.testing.assert_close(losses[:, :3], token_losses(model, ids)[:, :3], atol=1e-5, rtol=0)
 
 
 def test_bucket_means_average_batch_and_blocks_skipping_nan():
     values = torch.arange(10.0).repeat(2, 1)  # [2, 10]
-    assert torch.equal(bucket_means(values, 4), torch.tensor([1.5, 5.5, 8.5]))
+    assert torch.equal(bucket_means(values, 4), torch.tensor([1.5, 5.5, 8.5]))  # exact: means of small integers
     values[:, 0] = float("nan")
     assert torch.equal(bucket_means(values, 4), torch.tensor([2.0, 5.5, 8.5]))
 
@@ -100,6 +110,7 @@ def test_rotation_figure_panels_legend_and_readable_text():
     matplotlib.use("Agg")
     freqs = rope_frequencies(96, 1e6)
     fig = rotation_figure(5, 2, freqs, [0, 3], score=1.0)
+    # printed to 2 digits: theta_3 = 1e6^(-6/96) = 0.4217, far from a rounding edge
     assert len(fig.axes) == 1 and [t.get_text() for t in fig.axes[0].texts] == ["pair 0\nθ = 1", "pair 3\nθ = 0.42"]
     plt.close(fig)
     for pairs in ([0, 8, 16, 24], [0, 3]):
@@ -130,17 +141,20 @@ def test_rope_scores_is_rope_score_for_many_position_pairs():
     scores = rope_scores(q, k, cos, sin, query_positions, key_positions)
     assert scores.shape == (4,)
     expected = [rope_score(q, k, cos, sin, m, n) for m, n in zip(query_positions, key_positions)]
-    assert torch.allclose(scores, torch.tensor(expected), atol=1e-5)
-    assert abs(scores[0] - scores[1]) < 1e-4  # same distance, same score
+    # batched sum over the last dim vs one full sum per pair: 16 float32 products in another order, ~1e-6
+    torch.testing.assert_close(scores, torch.tensor(expected), atol=1e-5, rtol=1e-5)
+    # same distance, same score, up to the float32 angles 40 theta, 35 theta (ulp 3.8e-6 rad): ~6e-7 here, up
+    # to ~2e-5 for other draws of the unseeded k
+    assert abs(scores[0] - scores[1]) < 1e-4
 
 
 def test_changed_fraction_sees_fp32_steps_a_bfloat16_vector_cannot():
     steps = torch.tensor([0.0, 1e-9, 1e-6, 1e-4, 1e-2])
     fp32, bf16 = changed_fraction(steps, torch.float32), changed_fraction(steps, torch.bfloat16)
-    assert fp32[0] == 0 and bf16[0] == 0  # no turn, no change
+    assert fp32[0] == 0 and bf16[0] == 0  # no turn, no change (shares of 4096 pairs: exact in binary)
     assert fp32[1] < 0.1 and fp32[2] == 1  # fp32 resolves a micro-radian turn in every pair
     assert bf16[2] < 0.01 and bf16[3] < 0.5 and bf16[4] == 1  # bfloat16 needs about 1e-2 rad
-    assert torch.equal(changed_fraction(steps, torch.float32), fp32)  # seeded
+    assert torch.equal(changed_fraction(steps, torch.float32), fp32)  # exact: seeded, the same ops again
 
 
 def test_palette_png_keeps_the_size_and_shrinks_the_file():
@@ -224,11 +238,11 @@ def test_top_tokens_and_their_figure_show_text():
     logits = torch.tensor([[0.0, 2.0, 1.0, -1.0], [3.0, 0.5, 0.0, -2.0]])
     probs, ids = top_tokens(logits, k=2)
     assert ids.tolist() == [[1, 2], [0, 1]]
-    assert torch.allclose(probs, logits.softmax(-1).gather(1, ids))
+    assert torch.equal(probs, logits.softmax(-1).gather(1, ids))  # exact: topk and gather read the same softmax
     texts = [["乙", "丙"], ["甲", "乙"]]
     fig = top_tokens_figure(probs, texts, ["a", "b"], "next tokens")
     cells = [t.get_text() for t in fig.axes[0].texts]
-    assert cells[0] == f"乙  {probs[0, 0]:.2f}" and len(cells) == 4
+    assert cells[0] == f"乙  {probs[0, 0]:.2f}" and len(cells) == 4  # exact: the same float, the same format
     assert fig.axes[0].images[0].norm.vmax == 1
     _readable(fig)
     plt.close(fig)
@@ -253,8 +267,9 @@ def test_norm_input_rms_records_what_every_norm_reads(ids):
     assert set(seen) == {n for n, m in model.named_modules() if isinstance(m, RMSNorm)}
     with record_residual_stream(model) as stream, torch.no_grad():
         model(ids)
-    assert torch.allclose(seen["model.layers.0.input_layernorm"], rms(stream[0]["input"]).flatten())
-    assert torch.allclose(seen["model.norm"], rms(stream[1]["output"]).flatten())
+    # exact: the same forward pass run twice without autograd, the same rms of the same tensors
+    assert torch.equal(seen["model.layers.0.input_layernorm"], rms(stream[0]["input"]).flatten())
+    assert torch.equal(seen["model.norm"], rms(stream[1]["output"]).flatten())
     heads = model.config.num_attention_heads
     assert seen["model.layers.1.self_attn.q_norm"].shape == (ids.numel() * heads,)
     assert all(not m._forward_hooks for m in model.modules())  # hooks removed
@@ -263,7 +278,9 @@ def test_norm_input_rms_records_what_every_norm_reads(ids):
 def test_eps_response_is_r_over_root_of_r_squared_plus_eps():
     from minimind.lab.viz import eps_response
     r = torch.tensor([0.0, 1e-4, 1e-3, 1.0], dtype=torch.float64)
-    assert torch.allclose(eps_response(r, 1e-6), r / (r ** 2 + 1e-6).sqrt())
+    # RMSNorm computes in float32 whatever the input dtype: ~1e-7 relative against the float64 formula
+    torch.testing.assert_close(eps_response(r, 1e-6), r / (r ** 2 + 1e-6).sqrt(), rtol=1e-6, atol=1e-12)
+    # r = 1e-3 is not exact in float32 (r^2 = eps only to ~1e-7): ~1e-7 from 2^-0.5
     assert abs(eps_response(torch.tensor([1e-3]), 1e-6).item() - 2 ** -0.5) < 1e-6
 
 
@@ -278,7 +295,7 @@ def test_eps_figure_marks_the_chosen_eps():
     fig = eps_figure(1e-2, groups, losses, uniform_loss=8.76)
     curve, loss_ax = fig.axes[0], fig.axes[1]
     assert "loss 5.220" in loss_ax.get_title()
-    assert loss_ax.lines[1].get_xdata()[0] == 1e-2
+    assert loss_ax.lines[1].get_xdata()[0] == 1e-2  # exact: the eps passed in, drawn as given
     assert [t.get_text() for t in curve.get_legend().get_texts()][-2:] == ["embedding", "stream"]
     _readable(fig)
     plt.close(fig)
