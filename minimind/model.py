@@ -49,7 +49,10 @@ class MiniMindModel(nn.Module):
         past_key_values = cache_as_tuples(past_key_values, self.num_hidden_layers)
         start_pos = past_key_values[0][0].shape[1] if past_key_values[0] is not None else 0
         max_positions = self.config.max_position_embeddings
-        check_positions(start_pos, seq_length, max_positions, position_ids)
+        if position_ids is None:
+            check_positions(start_pos, seq_length, max_positions)
+        else:
+            check_position_ids(position_ids, batch_size, seq_length, max_positions)
         check_attention_mask(attention_mask, batch_size, start_pos + seq_length)
         hidden_states = self.dropout(self.embed_tokens(input_ids))  # [B, S, hidden]
         # region positions
@@ -126,20 +129,23 @@ def check_input_ids(input_ids, vocab_size):
     return input_ids.shape
 
 
-def check_positions(start_pos, seq_length, max_positions, position_ids=None):
-    if position_ids is not None:
-        return check_position_ids(position_ids, seq_length, max_positions)
+def check_positions(start_pos, seq_length, max_positions):
     if start_pos + seq_length > max_positions:
         raise ValueError(f"sequence reaches position {start_pos + seq_length} ({start_pos} cached + {seq_length} new) "
                          f"but max_position_embeddings is {max_positions}")
 
 
-def check_position_ids(position_ids, seq_length, max_positions):
+def check_position_ids(position_ids, batch_size, seq_length, max_positions):
     """Integer positions [B or 1, seq_length], each inside the RoPE tables."""
-    shape = list(position_ids.shape) if torch.is_tensor(position_ids) else position_ids
     if not torch.is_tensor(position_ids) or position_ids.is_floating_point() or (
-            position_ids.dim() != 2 or position_ids.shape[1] != seq_length):
-        raise ValueError(f"position_ids must be ints [batch, {seq_length}]: {shape}")
+            position_ids.dim() != 2 or position_ids.shape[0] not in (1, batch_size)
+            or position_ids.shape[1] != seq_length):
+        tensor = torch.is_tensor(position_ids)
+        got = list(position_ids.shape) if tensor else type(position_ids).__name__
+        raise ValueError(f"position_ids must be ints [{batch_size} or 1, {seq_length}],"
+                         f" got {got}")
+    if not position_ids.numel():
+        return
     low, high = position_ids.min().item(), position_ids.max().item()
     if low < 0 or high >= max_positions:
         raise ValueError(f"position_ids span {low}..{high} but max_position_embeddings "
@@ -240,11 +246,11 @@ class MiniMindForCausalLM(PreTrainedModel, GenerationMixin):
             lm_loss = shifted_cross_entropy(logits, labels,
                                             num_items_in_batch=num_items_in_batch)
             loss = lm_loss + out.aux_loss
+        router_logits = out.router_logits if output_router_logits else None
         return MiniMindOutput(loss=loss, logits=logits, aux_loss=out.aux_loss,
                               past_key_values=out.past_key_values,
                               hidden_states=out.hidden_states, attentions=out.attentions,
-                              router_logits=out.router_logits if output_router_logits
-                              else None, lm_loss=lm_loss)
+                              router_logits=router_logits, lm_loss=lm_loss)
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, output_loading_info=False, **kwargs):

@@ -130,9 +130,10 @@ def test_default_model_size():
 
 
 @pytest.mark.parametrize("positions, message", [
-    (torch.arange(11), r"position_ids must be ints \[batch, 11\]: \[11\]"),
-    (torch.zeros(2, 10, dtype=torch.long), r"\[batch, 11\]: \[2, 10\]"),
-    (torch.zeros(2, 11), r"must be ints \[batch, 11\]: \[2, 11\]"),
+    (torch.arange(11), r"position_ids must be ints \[2 or 1, 11\], got \[11\]"),
+    (torch.zeros(2, 10, dtype=torch.long), r"\[2 or 1, 11\], got \[2, 10\]"),
+    (torch.zeros(3, 11, dtype=torch.long), r"\[2 or 1, 11\], got \[3, 11\]"),
+    (torch.zeros(2, 11), r"must be ints \[2 or 1, 11\], got \[2, 11\]"),
     (torch.arange(11)[None] + 250, "span 250..260 but max_position_embeddings is 256"),
     (torch.arange(11)[None] - 1, "position_ids span -1..9"),
 ])
