@@ -142,17 +142,17 @@ def train_variant(variant: Variant, train_rows, val_rows, vocab_size, log=print)
         batch = next(stream)
         out = model(batch, labels=batch, output_router_logits=moe)
         optimizer.zero_grad(set_to_none=True)
-        (out.loss + out.aux_loss).backward()
+        out.loss.backward()  # with labels, out.loss already holds the MoE aux loss
         torch.nn.utils.clip_grad_norm_(model.parameters(), schedule.grad_clip)
         optimizer.step()
         done = step + 1
         row = {"variant": variant.name, "step": done, "tokens": done * batch.numel(), "lr": f"{lr:.6g}",
-               "train_loss": f"{out.loss.item():.4f}", "val_loss": ""}
+               "train_loss": f"{out.lm_loss.item():.4f}", "val_loss": ""}
         if done % schedule.eval_every == 0 or done == schedule.steps:
             model.eval()
             row["val_loss"] = f"{mean_loss(model, val_rows, schedule.batch_size):.4f}"
             model.train()
-            log(f"{variant.name:>22} step {done:4d}  train {out.loss.item():.3f}  val {row['val_loss']}  "
+            log(f"{variant.name:>22} step {done:4d}  train {out.lm_loss.item():.3f}  val {row['val_loss']}  "
                 f"{(time.time() - start) / done:.2f} s/step")
         if moe:
             with torch.no_grad():
