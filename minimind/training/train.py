@@ -319,7 +319,7 @@ def train(args) -> MiniMindForCausalLM:
         val_loss = f"{held_out_loss(run.model, run.val_rows, p.batch_size):.4f}" if is_eval_step else ""
         if run.rank == 0:
             log_step(run, done, lr, output, val_loss, tokens_per_s)
-            bar.set_postfix(loss=f"{output.loss.item():.3f}", val=val_loss or "-")
+            bar.set_postfix(loss=f"{output.lm_loss.item():.3f}", val=val_loss or "-")
             if done % p.save_every == 0 or done == last_step:
                 save_checkpoint(run, done)
     if run.rank == 0 and last_step == p.steps:
