@@ -36,9 +36,11 @@ class MOEFeedForward(nn.Module):
     def route(self, router_logits):
         """Router logits [N, E] -> (weights [N, k], expert ids [N, k]), as in Qwen3-MoE.
 
-        Softmax, top-k and renormalising in float32 even in bf16, then cast back.
+        Softmax, top-k and renormalising in float32 even in bf16 (float64 stays float64), then
+        cast back.
         """
-        scores = F.softmax(router_logits, dim=-1, dtype=torch.float)  # [N, E] in fp32
+        dtype = torch.promote_types(router_logits.dtype, torch.float32)
+        scores = F.softmax(router_logits, dim=-1, dtype=dtype)  # [N, E], fp32 at least
         k = self.config.num_experts_per_tok
         topk_weight, topk_idx = torch.topk(scores, k=k, dim=-1)  # [N, k]
         if self.config.norm_topk_prob:  # the sum is at least 1 / E: no epsilon needed

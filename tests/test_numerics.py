@@ -47,3 +47,16 @@ def test_bf16_routing_is_qwen3_moe_routing():
         # exact: the same fp32 softmax, top-k and renormalisation on the same bf16 logits
         assert torch.equal(ours_experts, experts) and torch.equal(ours_weights, weights)
         assert ours_weights.dtype == torch.bfloat16
+
+
+def test_float64_routing_stays_float64():
+    # fp32 is a floor, not a cap: chapter 6 recomputes a layer in float64 to tell rounding from
+    # signal, which a router pinned to float32 would defeat
+    model = tiny_model(use_moe=True).double()
+    logits = torch.randn(16, model.config.num_experts, dtype=torch.float64, requires_grad=True)
+    weights, _ = model.model.layers[0].mlp.route(logits)
+    assert weights.dtype == torch.float64
+    expert_out = torch.randn(16, 1, dtype=torch.float64)
+    (weights * expert_out).sum().backward()
+    # top-1 renormalised: w = p / p, so d w / d logits vanishes up to float64 rounding
+    assert logits.grad.abs().max() < 1e-12
