@@ -4,7 +4,7 @@ import torch
 from transformers import Trainer, TrainingArguments, pipeline
 from transformers.loss.loss_utils import ForCausalLMLoss
 
-from model_helpers import TINY, randomize_, tiny_config, tiny_model
+from model_helpers import LOGIT_TOL, TINY, assert_clear_greedy_path, path_logits, randomize_, tiny_config, tiny_model
 from minimind import MiniMindForCausalLM, load_pretrained, load_tokenizer
 from minimind.export import to_qwen3
 from minimind.training.data import encode_poems, load_poems, pack
@@ -39,6 +39,7 @@ def test_text_generation_pipeline_on_the_shipped_checkpoint():
     ids = tokenizer(prompt, return_tensors="pt").input_ids
     ours = model.generate(ids, max_new_tokens=12, do_sample=False)
     continuation = tokenizer.decode(ours[0, ids.shape[1]:], skip_special_tokens=True)
+    # exact: the pipeline calls this generate; its all-ones attention_mask takes the unmasked kernel path
     assert text == prompt + continuation and len(continuation) >= 6  # the pipeline keeps the prompt as typed
 
 
@@ -57,12 +58,21 @@ def test_greedy_generation_equals_transformers_qwen3(use_moe):
     ids, mask = left_padded_batch()
     greedy = dict(attention_mask=mask, do_sample=False, pad_token_id=0)
     plain = model.generate(ids, max_length=24, eos_token_id=None, **greedy)
-    assert torch.equal(plain, twin.generate(ids, max_length=24, eos_token_id=None, **greedy))
+    twins = twin.generate(ids, max_length=24, eos_token_id=None, output_logits=True, return_dict_in_generate=True,
+                          **greedy)
+    # the logits the twin chose from (its cache, positions from the mask) vs ours in one forward: fp32 rounding
+    delta = (torch.stack(twins.logits, 1) - path_logits(model, plain, 11, mask)).abs().max()
+    assert delta <= LOGIT_TOL, f"max |Δlogits| = {delta:.2e}"
+    # exact tokens are fair: every step's top-2 lead (least 2.5e-2 dense, 4.5e-3 MoE) is far above LOGIT_TOL
+    assert_clear_greedy_path(model, plain, 11, mask)
+    assert torch.equal(plain, twins.sequences)
     eos = [int(plain[0, 13]), int(plain[2, 16])]  # two ids that really occur, so rows stop at different steps
     ours = model.generate(ids, max_new_tokens=12, eos_token_id=eos, **greedy)
     theirs = twin.generate(ids, max_new_tokens=12, eos_token_id=eos, **greedy)
+    assert_clear_greedy_path(model, ours, 11, mask, eos)  # least lead 7.0e-2 dense, 4.9e-2 MoE
     assert torch.equal(ours, theirs) and (ours == 0).sum() > (ids == 0).sum()  # some rows padded after EOS
     ours = model.generate(ids, max_new_tokens=6, min_new_tokens=4, eos_token_id=eos, **greedy)
+    assert_clear_greedy_path(model, ours, 11, mask, eos, min_new_tokens=4)  # least lead 1.8e-1 dense, 4.7e-2 MoE
     assert torch.equal(ours, twin.generate(ids, max_new_tokens=6, min_new_tokens=4, eos_token_id=eos, **greedy))
 
 
