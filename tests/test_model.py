@@ -19,7 +19,8 @@ def test_head_is_tied_to_embedding():
 def test_logits_to_keep(ids):
     model = tiny_model()
     full = model(ids).logits
-    assert torch.allclose(model(ids, logits_to_keep=1).logits, full[:, -1:], atol=1e-5)
+    # the head on one row instead of all: the same products, blocked differently by the GEMM
+    torch.testing.assert_close(model(ids, logits_to_keep=1).logits, full[:, -1:], atol=1e-5, rtol=1e-5)
     assert model(ids, logits_to_keep=0).logits.shape == full.shape
 
 
@@ -30,7 +31,8 @@ def test_shifted_loss_and_ignore_index(ids):
     out = model(ids, labels=labels)
     expected = F.cross_entropy(out.logits[:, :-1].reshape(-1, TINY["vocab_size"]), labels[:, 1:].reshape(-1),
                                ignore_index=-100)
-    assert torch.allclose(out.loss, expected)
+    # the same cross-entropy on the same logits; the package may sum in another order
+    torch.testing.assert_close(out.loss, expected, atol=0, rtol=1e-6)
     assert out.aux_loss == 0 and out.hidden_states.shape == (2, 11, 64)
 
 
