@@ -86,16 +86,17 @@ def _region(lines, start, name, obj):
 def check(answer_fn, reference_fn, cases, atol=1e-5, rtol=1e-4, name=None, hint=None) -> bool:
     """Compare a reader's function with the package's on each case (a tuple of arguments), in plain words.
 
-    Says which case failed and how (wrong type, wrong shape, values off), never what the answer is, and adds
-    `hint` when one is given. Never lets a traceback escape; returns True when every case matches.
+    Says which case failed and how (wrong type, wrong shape, the first entry that differs), and adds
+    `hint` when one is given. Each function gets its own copy of the tensors in a case. Never lets
+    a traceback escape; returns True when every case matches.
     """
     name = name or getattr(answer_fn, "__name__", "your function")
     for i, args in enumerate(cases, 1):
         args = args if isinstance(args, tuple) else (args,)
         where = f"case {i} ({', '.join(_describe(a) for a in args)})" if args else name
-        expected = reference_fn(*args)
+        expected = reference_fn(*_fresh(args))
         try:
-            got = answer_fn(*args)
+            got = answer_fn(*_fresh(args))  # a copy: an in-place answer cannot touch the cases
         except NotImplementedError:
             got = ...
         except Exception as error:  # the reader's code: report, don't crash the notebook
@@ -121,6 +122,45 @@ def _unanswered(got) -> bool:
     return isinstance(got, (tuple, list)) and any(_unanswered(g) for g in got)
 
 
+def _fresh(value):
+    """A copy of every tensor in `value` (tuples, lists and dicts followed); other objects as they are."""
+    if torch.is_tensor(value):
+        return value.clone()
+    if isinstance(value, (tuple, list)):
+        return type(value)(_fresh(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _fresh(v) for k, v in value.items()}
+    return value
+
+
+def _first_difference(got, expected, atol, rtol, what):
+    """None when the tensors match, else where the first entry differs, in the reader's terms.
+
+    Integer and boolean tensors (token ids, masks) must be equal; floats close, -inf only where
+    the package has -inf (a masked entry), never a difference like "nan".
+    """
+    exact = not (got.is_floating_point() or expected.is_floating_point())
+    g, e = got.detach().cpu(), expected.detach().cpu()
+    if exact:
+        wrong = g != e
+    else:
+        g, e = g.double(), e.double()
+        wrong = ~torch.isclose(g, e, atol=atol, rtol=rtol, equal_nan=True)
+    if not wrong.any():
+        return None
+    first = [int(i) for i in wrong.nonzero()[0]]
+    index = tuple(first)
+    count = int(wrong.sum())
+    share = "one entry differs" if count == 1 else f"{count} of {wrong.numel()} entries differ"
+    return (f"{what} has the right shape, but {share} from the package's; the first, at index "
+            f"{first}: yours is {_entry(g[index])}, the package's {_entry(e[index])}")
+
+
+def _entry(value) -> str:
+    x = value.item()
+    return repr(x) if isinstance(x, (bool, int)) else f"{x:.4g}"
+
+
 def _describe(value) -> str:
     if torch.is_tensor(value):
         return f"a tensor of shape {list(value.shape)} ({str(value.dtype).replace('torch.', '')})"
@@ -139,17 +179,15 @@ def _mismatch(got, expected, atol, rtol, what="the answer"):
             return f"{what} has shape {list(got.shape)}: dimension {wrong[0]} has the wrong size"
         if got.dtype != expected.dtype and got.is_floating_point() and expected.is_floating_point():
             return f"{what} has dtype {got.dtype}, but it should keep the input's dtype"
-        if not torch.allclose(got.float(), expected.float(), atol=atol, rtol=rtol):
-            worst = (got.float() - expected.float()).abs().max().item()
-            return f"{what} has the right shape, but its values differ from the package's by up to {worst:.3g}"
-        return None
+        return _first_difference(got, expected, atol, rtol, what)
     if isinstance(expected, (tuple, list)):
         if not isinstance(got, (tuple, list)):
             return f"{what} should be a {type(expected).__name__} of {len(expected)} items, not a {type(got).__name__}"
         if len(got) != len(expected):
             return f"{what} has too {'many' if len(got) > len(expected) else 'few'} items"
         for i, (g, e) in enumerate(zip(got, expected)):
-            problem = _mismatch(g, e, atol, rtol, what=f"item {i} of {what}" if what == "the answer" else what)
+            item = f"item {i + 1} of {what}" if what == "the answer" else what  # counted from 1
+            problem = _mismatch(g, e, atol, rtol, what=item)
             if problem:
                 return problem
         return None
