@@ -25,10 +25,11 @@ for _name, _value in KERNEL_ENV.items():
 
 
 def pytest_report_header(config):
-    """Which CPU kernels PyTorch runs (AVX512 / AVX2 / DEFAULT): tools/test_all.sh tests more than one."""
+    """Which CPU kernels PyTorch runs (AVX512 / AVX2 / DEFAULT); test_all.sh tests two."""
     import torch
     forced = os.environ.get("ATEN_CPU_CAPABILITY")
-    return (f"torch {torch.__version__}, CPU kernels {torch.backends.cpu.get_cpu_capability()}"
+    kernels = torch.backends.cpu.get_cpu_capability()
+    return (f"torch {torch.__version__}, CPU kernels {kernels}"
             + (f" (ATEN_CPU_CAPABILITY={forced})" if forced else ""))
 
 
