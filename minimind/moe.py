@@ -36,11 +36,9 @@ class MOEFeedForward(nn.Module):
     def route(self, router_logits):
         """Router logits [N, E] -> (weights [N, k], expert ids [N, k]), as in Qwen3-MoE.
 
-        Softmax, top-k and renormalising in float32 even in bf16 (float64 stays float64), then
-        cast back.
+        Softmax, top-k and renormalising in float32 even in bf16, then cast back.
         """
-        dtype = torch.promote_types(router_logits.dtype, torch.float32)
-        scores = F.softmax(router_logits, dim=-1, dtype=dtype)  # [N, E], fp32 at least
+        scores = router_probabilities(router_logits)  # [N, E]
         k = self.config.num_experts_per_tok
         topk_weight, topk_idx = torch.topk(scores, k=k, dim=-1)  # [N, k]
         if self.config.norm_topk_prob:  # the sum is at least 1 / E: no epsilon needed
@@ -48,9 +46,16 @@ class MOEFeedForward(nn.Module):
         return topk_weight.to(router_logits.dtype), topk_idx
 
 
+def router_probabilities(router_logits):
+    """Softmax over the experts [N, E], in float32 at least (float64 stays float64), as in
+    Qwen3-MoE: in bf16, nearly tied experts would be chosen by rounding."""
+    dtype = torch.promote_types(router_logits.dtype, torch.float32)
+    return F.softmax(router_logits, dim=-1, dtype=dtype)
+
+
 def load_balancing_loss(router_logits, num_experts: int, top_k: int):
     """E * sum_i(load_i * mean_prob_i) for one layer's router logits [N, E]: k when tokens spread evenly (top-k)."""
-    scores = F.softmax(router_logits.float(), dim=-1)  # [N, E]
+    scores = router_probabilities(router_logits)  # [N, E]
     topk_idx = torch.topk(scores, k=top_k, dim=-1, sorted=False).indices  # [N, k]
     load = F.one_hot(topk_idx, num_experts).float().mean(0)  # [k, E] share of tokens per expert and slot
     return (load * scores.mean(0)).sum() * num_experts

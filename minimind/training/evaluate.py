@@ -7,10 +7,10 @@ import json
 from collections import Counter
 
 import torch
-import torch.nn.functional as F
 
 from ..cli import Parser, model_from, new_file, tokenizer_from, user_errors
 from ..loss import mean_loss
+from ..moe import router_probabilities
 from .data import SAMPLE, encode_poems, enough_rows, load_poems, pack, poem_lines
 from .tokenizer import chars_per_token
 
@@ -19,7 +19,7 @@ PROMPTS = ["床前明月光，", "春风", "明月"]
 
 def router_choices(router_logits: torch.Tensor, top_k: int):
     """One MoE layer's (router probabilities [N, E], chosen experts [N, k]) (ch. 6)."""
-    probs = F.softmax(router_logits.detach().float(), dim=-1)  # as the router does
+    probs = router_probabilities(router_logits.detach())  # as the router computes them
     return probs, probs.topk(top_k, dim=-1).indices
 
 
