@@ -98,7 +98,7 @@ def test_the_fixture_follows_the_conventions():
 ])
 def test_problems_name_each_broken_convention(source, tags, expected):
     nb = new_notebook(cells=[new_markdown_cell("### Exercise 1: t"),
-                             new_markdown_cell(":::{admonition} Hint 1\n:class: dropdown\nh\n:::"),
+                             new_markdown_cell('<details class="hint"><summary>Hint 1</summary>\n\nh\n\n</details>'),
                              new_code_cell(source, metadata={"tags": tags}),
                              new_code_cell("assert check(f, g, [()])", metadata={"tags": ["check"]})])
     found = exercises.problems(nb)
@@ -142,7 +142,7 @@ def test_student_edition_of_the_fixture(tmp_path):
     assert "print(area)" not in text and "Multiply by two" not in text
     assert not any(set(_tags(c)) & {"answer"} for c in nb.cells)
     # hints and checks kept; checks locked
-    assert text.count(":class: dropdown") == 3
+    assert text.count("<summary>Hint") == 3
     checks = [c for c in nb.cells if "check" in _tags(c)]
     assert len(checks) == 2 and all(c.metadata["editable"] is False and c.metadata["deletable"] is False
                                     for c in checks)

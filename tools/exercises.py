@@ -1,6 +1,6 @@
 """Exercise cells -> nbgrader metadata, derived from cell tags in one place.
 
-Chapter authors only tag cells (see /work/helper_brief.md); this module turns the tags into nbgrader cell
+Chapter authors only tag cells; this module turns the tags into nbgrader cell
 metadata, so `nbgrader generate_assignment` / `autograde` work on the book's notebooks as they are, and
 tools/student_edition.py builds the student edition with nbgrader's own preprocessors.
 
@@ -34,7 +34,7 @@ POINTS_TAG = re.compile(r"^points-(\d+(?:\.\d+)?)$")
 EXERCISE_HEADING = re.compile(r"^(#{1,6})\s*Exercise\s+(\d+)\b", re.IGNORECASE)
 HEADING = re.compile(r"^(#{1,6})\s")
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
-HINT = re.compile(r"\{admonition\}\s*Hint.*?\n\s*:class:\s*dropdown", re.IGNORECASE | re.DOTALL)
+HINT = re.compile(r'<details class="hint"><summary>Hint', re.IGNORECASE)  # tools/notebook_form.py
 SCHEMA_VERSION = 3
 
 
@@ -215,8 +215,8 @@ def problems(nb) -> list[str]:
         if not any(kinds[i] == CHECK for i in cells):
             found.append(f"exercise {number}: no cell tagged `check`")
         if not any(nb.cells[i].cell_type == "markdown" and HINT.search(nb.cells[i].source) for i in cells):
-            found.append(f"exercise {number}: no hint (a markdown cell with an `{{admonition}} Hint` "
-                         "block and `:class: dropdown`)")
+            found.append(f"exercise {number}: no hint (a markdown cell with a "
+                         '`<details class="hint"><summary>Hint 1</summary>` block)')
     return found
 
 

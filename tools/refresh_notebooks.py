@@ -37,6 +37,7 @@ from nbclient import NotebookClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from exercises import apply_metadata, notebook_prefix  # noqa: E402
+from notebook_form import apply_form  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WIDGET_STATE_MIME = "application/vnd.jupyter.widget-state+json"
@@ -165,6 +166,7 @@ def refresh(path: Path, timeout: int = 600) -> float:
     nb = nbformat.read(path, as_version=4)
     nb.metadata.pop("widgets", None)  # stale state from an earlier run must not survive
     apply_metadata(nb, notebook_prefix(path))
+    apply_form(nb)
     client = NotebookClient(
         nb,
         timeout=timeout,

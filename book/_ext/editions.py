@@ -8,12 +8,18 @@ hreflang=...>` tags for both editions.
 
 It also translates the toc's part captions ("The model, one part at a time"): sphinx-external-toc inserts
 the toctrees after Sphinx's own translation step, so their captions would stay in English in the sidebar.
+
+And it translates the fold labels, which are not prose: the `<summary>` of a `<details>` block (Hint 1,
+Solution, Going deeper: tools/notebook_form.py) and myst-nb's show/hide prompts of folded cells.
 """
 
 from __future__ import annotations
 
+import re
 from html import escape
 from pathlib import Path
+
+from docutils import nodes
 
 from sphinx import addnodes
 from sphinx.locale import init as init_locale
@@ -21,6 +27,9 @@ from sphinx.transforms import SphinxTransform
 from sphinx.util.i18n import docname_to_domain
 
 SWITCH_CLASS = "edition-switch"
+FOLD_LABELS_ZH = {"Hint": "提示", "Solution": "答案", "Hide the solution": "收起答案",
+                  "Solutions explained": "答案讲解", "Going deeper": "深入一步", "Hide": "收起"}
+SUMMARY = re.compile(r"<summary>([^<]+)</summary>")
 
 
 def twin_url(pagename: str, prefix: str) -> str:
@@ -66,8 +75,36 @@ class TranslateTocCaptions(SphinxTransform):
                 node["caption"] = node["rawcaption"] = catalog.gettext(node["caption"])
 
 
+def fold_label_zh(label: str) -> str:
+    """"Hint 2" -> "提示 2", "Solution" -> "答案"; other text unchanged."""
+    words, _, number = label.strip().rpartition(" ")
+    if words in FOLD_LABELS_ZH and number.isdigit():
+        return f"{FOLD_LABELS_ZH[words]} {number}"
+    return FOLD_LABELS_ZH.get(label.strip(), label)
+
+
+class TranslateFoldLabels(SphinxTransform):
+    """In the Chinese edition: `<summary>` labels in raw HTML and the prompts of folded cells."""
+
+    default_priority = 800
+
+    def apply(self, **kwargs) -> None:
+        if not (self.config.language or "en").startswith("zh"):
+            return
+        for node in self.document.findall(nodes.raw):
+            text = node.astext()
+            translated = SUMMARY.sub(lambda m: f"<summary>{fold_label_zh(m[1])}</summary>", text)
+            if translated != text:
+                node.replace_self(nodes.raw(node.rawsource, translated, format=node.get("format")))
+        for node in self.document.findall(nodes.container):
+            for key in ("prompt_show", "prompt_hide"):
+                if node.get(key):
+                    node[key] = fold_label_zh(node[key])
+
+
 def setup(app):
     app.add_config_value("edition_twin", None, "html", types=[dict])
     app.connect("html-page-context", _add_twin_link)
     app.add_transform(TranslateTocCaptions)
+    app.add_transform(TranslateFoldLabels)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

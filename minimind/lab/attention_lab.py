@@ -13,34 +13,7 @@ import torch.nn.functional as F
 
 from ..attention import causal_mask
 from ..rope import apply_rotary_pos_emb
-
-CJK_FONT_FILES = ["/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc",
-                  "/usr/share/fonts/noto-cjk/NotoSansCJK-Regular.ttc",
-                  "/System/Library/Fonts/PingFang.ttc"]
-
-
-def use_cjk_font() -> str | None:
-    """Let matplotlib draw Chinese tokens: register a CJK font if one is installed; returns its family or None.
-
-    Without one, matplotlib falls back to DejaVu Sans (boxes instead of characters) and its missing-glyph
-    warnings are silenced, so notebook outputs stay the same on any machine.
-    """
-    import logging
-    import os
-    import warnings
-
-    import matplotlib.pyplot as plt
-    from matplotlib import font_manager
-    warnings.filterwarnings("ignore", message="Glyph .* missing from")
-    logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
-    for path in CJK_FONT_FILES:
-        if os.path.exists(path):
-            font_manager.fontManager.addfont(path)
-            family = "Noto Sans CJK SC" if "Noto" in path else "PingFang SC"
-            plt.rcParams["font.family"] = [family, "DejaVu Sans"]
-            return family
-    return None
-
+from .fonts import use_cjk_font  # noqa: F401  (chapters call lab.use_cjk_font())
 
 # --- masks ---------------------------------------------------------------------------------------------------
 

@@ -8,6 +8,9 @@ import io
 
 import torch
 
+from . import diagram
+from .fonts import use_cjk_font  # noqa: F401  (chapters import it from here)
+
 
 def figure_png(fig, dpi=80) -> bytes:
     """Render a matplotlib figure to PNG bytes and close it."""
@@ -26,12 +29,19 @@ def palette_png(png: bytes, colors: int = 32) -> bytes:
     return buffer.getvalue()
 
 
-def frame_player(frames: list[bytes], labels, description="", caption=None, start=0, on_change=None, width=None):
+READOUT_CSS = ("<style>.mm-player .widget-readout{max-width:none;width:auto;min-width:4em;"
+               "overflow:visible;white-space:nowrap}</style>")
+
+
+def frame_player(frames: list[bytes], labels, description="", caption=None, start=0, on_change=None,
+                 width=None):
     """A slider jslinked to a Stack of PNG frames: interactive in Jupyter and in the static HTML book.
 
-    `labels` are the real quantities the frames show (positions, temperatures, "layer 2, head 5"); the slider
-    reads them, never a frame number. `caption` is one line under the picture saying what to watch for.
-    `on_change(index)` (optional) runs only in a live kernel, e.g. to print a recomputed value.
+    `labels` are the real quantities the frames show (positions, temperatures, "layer 2, head 5");
+    the slider reads them, never a frame number, in a readout as wide as the longest. `caption` is
+    one line under the picture saying what to watch for. `on_change(index)` (optional) runs only in
+    a live kernel, e.g. to print a recomputed value. Where no widget can be shown (a notebook not
+    yet run or not trusted), Jupyter shows the start frame instead.
     """
     import ipywidgets as widgets
     if len(labels) != len(frames):
@@ -39,20 +49,41 @@ def frame_player(frames: list[bytes], labels, description="", caption=None, star
     layout = widgets.Layout(width=width) if width else widgets.Layout()
     images = [widgets.Image(value=png, format="png", layout=layout) for png in frames]
     stack = widgets.Stack(images, selected_index=start)
-    slider = widgets.SelectionSlider(options=[(str(label), i) for i, label in enumerate(labels)], index=start,
-                                     description=description, continuous_update=True,
+    slider = widgets.SelectionSlider(options=[(str(label), i) for i, label in enumerate(labels)],
+                                     index=start, description=description, continuous_update=True,
                                      style={"description_width": "initial"},
                                      layout=widgets.Layout(width="95%"))
     link = widgets.jslink((slider, "index"), (stack, "selected_index"))
     if on_change is not None:
         slider.observe(lambda change: on_change(change["new"]), names="index")
-    children = [slider, stack]
-    if caption:
-        children.append(widgets.HTML(f'<div class="widget-caption" style="font-size:0.9em;color:#444">'
-                                     f"{caption}</div>"))
-    player = widgets.VBox(children)
+    note = caption or ""
+    children = [slider, stack, widgets.HTML(READOUT_CSS + (
+        f'<div class="widget-caption" style="font-size:0.9em;color:#444">{note}</div>' if note else ""))]
+    player = _player_class()(children, fallback=frames[start], summary=f"{description} {labels[start]}")
+    player.add_class("mm-player")
     player.link = link  # keep a handle: the front end runs it, tests inspect it
     return player
+
+
+def _player_class():
+    """A VBox whose display also carries its start frame as a PNG and a one-line text."""
+    import base64
+
+    import ipywidgets as widgets
+
+    class FramePlayer(widgets.VBox):
+        def __init__(self, children, fallback: bytes, summary: str):
+            super().__init__(children)
+            self._fallback, self._summary = fallback, summary.strip()
+
+        def _repr_mimebundle_(self, **kwargs):
+            bundle = super()._repr_mimebundle_(**kwargs)
+            bundle["image/png"] = base64.b64encode(self._fallback).decode("ascii")
+            bundle["text/plain"] = (f"[interactive figure at {self._summary}: run the cell to move "
+                                    "its slider]")
+            return bundle
+
+    return FramePlayer
 
 
 # --- chapter 1: one batch through the model ---------------------------------------------------------------
@@ -69,28 +100,6 @@ def forward_stages(model, input_ids) -> list[tuple[str, torch.Tensor]]:
     return stages
 
 
-CJK_FAMILY = "Noto Sans CJK SC"  # simplified-Chinese glyphs; Debian/Ubuntu package fonts-noto-cjk
-
-
-def use_cjk_font(family: str = CJK_FAMILY) -> str | None:
-    """Let matplotlib draw Chinese tokens: put `family` first in font.family (DejaVu Sans after it for the rest).
-
-    Registers the font file itself when matplotlib's font cache predates its installation. Returns the family, or
-    None (and changes nothing) when no such font is installed.
-    """
-    import matplotlib.font_manager as fm
-    import matplotlib.pyplot as plt
-    if family not in {f.name for f in fm.fontManager.ttflist}:
-        stem = family.replace(" ", "")[:-2]  # "Noto Sans CJK SC" -> "NotoSansCJK", the file name of every variant
-        for path in fm.findSystemFonts():
-            if stem in path.replace("-", ""):
-                fm.fontManager.addfont(path)
-        if family not in {f.name for f in fm.fontManager.ttflist}:
-            return None
-    plt.rcParams["font.family"] = [family, "DejaVu Sans"]
-    return family
-
-
 def architecture_figure(config, batch="B", seq="S"):
     """The model as a data-flow diagram annotated with the shapes and sizes of `config` (chapter 1, introduction).
 
@@ -105,28 +114,21 @@ def architecture_figure(config, batch="B", seq="S"):
 
 
 def _draw_architecture(fig, ax, c, batch, seq):
-    import matplotlib.pyplot as plt
     from matplotlib.patches import FancyBboxPatch
     d, V, L, H, H_kv, D = (c.hidden_size, c.vocab_size, c.num_hidden_layers, c.num_attention_heads,
                           c.num_key_value_heads, c.head_dim)
     stream = f"[{batch}, {seq}, {d}]"
     ax.set(xlim=(0, 100), ylim=(0, 118)), ax.axis("off")
-    colours = {"embed": "#fbe7a1", "norm": "#cdeccd", "attn": "#cfe2f7", "ffn": "#fbd9bd", "loss": "#eeeeee"}
     x_stream = 22  # the residual stream runs down this line
 
     def box(x, y, w, h, text, kind, size=10, align="center"):
-        ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.4,rounding_size=1.2",
-                                    facecolor=colours[kind], edgecolor="#555555", lw=1))
-        tx = x + w / 2 if align == "center" else x + 1.5
-        ax.text(tx, y + h / 2, text, ha=align, va="center", fontsize=size, linespacing=1.35)
+        diagram.box(ax, x, y, w, h, text, kind, size=size, align=align)
 
-    def arrow(x0, y0, x1, y1, **kw):
-        ax.annotate("", xy=(x1, y1), xytext=(x0, y0),
-                    arrowprops=dict(arrowstyle="-|>", color=kw.get("color", "#333333"), lw=kw.get("lw", 1.2),
-                                    shrinkA=0, shrinkB=0))
+    def arrow(x0, y0, x1, y1):
+        diagram.arrow(ax, (x0, y0), (x1, y1))
 
     def shape(y, text, x=x_stream + 1.5):
-        ax.text(x, y, text, ha="left", va="center", fontsize=9.5, family="monospace", color="#1f4e8c")
+        diagram.shape(ax, x, y, text)
 
     # ids -> embedding
     ax.text(x_stream, 116, f"token ids  [{batch}, {seq}]  (integers < {V})", ha="center", va="center", fontsize=10)
@@ -157,8 +159,7 @@ def _draw_architecture(fig, ax, c, batch, seq):
     box(x_branch - 2, y_attn, 58, 17, attn_text, "attn", size=9.5, align="left")
     ax.plot([x_branch + 14, x_branch + 14], [y_attn - 0.5, y_add1], color="#333333", lw=1.2)
     arrow(x_branch + 14, y_add1, x_stream + 2.2, y_add1)
-    ax.add_patch(plt.Circle((x_stream, y_add1), 2.0, facecolor="white", edgecolor="#333333", lw=1.2, zorder=3))
-    ax.text(x_stream, y_add1, "+", ha="center", va="center", fontsize=12, zorder=4)
+    diagram.node(ax, x_stream, y_add1)
     shape(y_add1 + 5, stream)
     # feed-forward half
     y_norm2, y_ffn, y_add2 = 47.5, 33.5, 29.5
@@ -177,8 +178,7 @@ def _draw_architecture(fig, ax, c, batch, seq):
     box(x_branch - 2, y_ffn, 58, 8, title + "\n" + ffn, "ffn", size=9.5, align="left")
     ax.plot([x_branch + 14, x_branch + 14], [y_ffn - 0.5, y_add2], color="#333333", lw=1.2)
     arrow(x_branch + 14, y_add2, x_stream + 2.2, y_add2)
-    ax.add_patch(plt.Circle((x_stream, y_add2), 2.0, facecolor="white", edgecolor="#333333", lw=1.2, zorder=3))
-    ax.text(x_stream, y_add2, "+", ha="center", va="center", fontsize=12, zorder=4)
+    diagram.node(ax, x_stream, y_add2)
     ax.text(x_stream - 2.5, 74, "residual stream:\neach half adds\nits update", ha="right", va="center",
             fontsize=9, color="#555555")
     # after the blocks

@@ -313,3 +313,23 @@ def test_use_cjk_font_puts_the_family_first_when_installed():
         assert use_cjk_font("No Such Font Family XY") is None
     finally:
         plt.rcParams["font.family"] = before
+
+
+def test_the_diagram_helpers_draw_readable_pieces():
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from minimind.lab import diagram
+    fig, ax = diagram.canvas(7, 3.5, title="a test diagram")
+    assert ax.get_ylim() == (0, 50)  # one unit is as long both ways
+    diagram.box(ax, 2, 30, 20, 8, "q_proj 768 → 768", "attn")
+    diagram.arrow(ax, (12, 30), (12, 20), text="split")
+    diagram.node(ax, 40, 10)
+    diagram.shape(ax, 50, 45, "[B, S, 768]")
+    centres = diagram.segments(ax, 30, 30, 64, 5, [96] * 8, labels=[f"h{i}" for i in range(8)])
+    assert len(centres) == 8 and np.allclose(np.diff(centres), 8)  # equal heads, equal widths
+    mask = np.triu(np.full((4, 4), -np.inf), 1)
+    diagram.grid(ax, 60, 2, 20, 20, mask, row_labels=list("abcd"), col_labels=list("abcd"),
+                 numbers=True, title="causal mask")
+    _readable(fig)
+    plt.close(fig)
