@@ -1,7 +1,10 @@
-"""Book helpers, apart from the model: setup, live source, the exercise checker, widgets, probes, shape traces.
+"""Book helpers, apart from the model: setup, live source, the exercise checker, tables, diagrams, widgets,
+probes, shape traces.
 
 Nothing in minimind's core imports this package.
 """
-from .book import check, setup, show_source, within_rounding
+from .book import setup, show_source, within_rounding
+from .checker import Case, NotYet, check
+from .table import table
 
-__all__ = ["check", "setup", "show_source", "within_rounding"]
+__all__ = ["Case", "NotYet", "check", "setup", "show_source", "table", "within_rounding"]
