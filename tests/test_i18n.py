@@ -113,6 +113,15 @@ def test_twin_urls():
     assert editions.twin_url("search", "zh/") == "zh/search.html"
 
 
+def test_fold_labels_are_translated_in_the_chinese_edition():
+    assert [editions.fold_label_zh(x) for x in ("Hint 1", "Hint 3", "Solution", "Going deeper")] == \
+        ["提示 1", "提示 3", "答案", "深入一步"]
+    assert editions.fold_label_zh("Show code cell source") == "Show code cell source"  # not a fold label
+    raw = '<details class="hint"><summary>Hint 2</summary>'
+    assert editions.SUMMARY.sub(lambda m: f"<summary>{editions.fold_label_zh(m[1])}</summary>", raw) \
+        == '<details class="hint"><summary>提示 2</summary>'
+
+
 def test_chinese_config_is_the_english_one_plus_the_override(tmp_path):
     import yaml
     config = yaml.safe_load(i18n.write_config(tmp_path, zh=True).read_text(encoding="utf-8"))

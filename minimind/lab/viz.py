@@ -29,8 +29,9 @@ def palette_png(png: bytes, colors: int = 32) -> bytes:
     return buffer.getvalue()
 
 
-READOUT_CSS = ("<style>.mm-player .widget-readout{max-width:none;width:auto;min-width:4em;"
-               "overflow:visible;white-space:nowrap}</style>")
+READOUT_CSS = ("<style>.mm-player .widget-inline-hbox .widget-readout,"  # the slider's label: never cut
+               ".mm-player .jupyter-widget-inline-hbox .jupyter-widget-readout"
+               "{max-width:none;width:auto;min-width:4em;overflow:visible;white-space:nowrap}</style>")
 
 
 def frame_player(frames: list[bytes], labels, description="", caption=None, start=0, on_change=None,
