@@ -38,6 +38,20 @@ class NotYet(AssertionError):
         return str(self).splitlines()
 
 
+class Passed:
+    """What a passing check returns: true (so `assert check(...)` works) and shown as nothing, so a
+    check on a cell's last line adds no `True` under its ✓ line."""
+
+    def __bool__(self):
+        return True
+
+    def __repr__(self):
+        return "True"
+
+    def _ipython_display_(self):
+        pass
+
+
 class Case:
     """One set of arguments for `check`, with an optional hint for when this case fails.
 
@@ -59,8 +73,8 @@ def graded() -> bool:
 
 
 def check(answer_fn, reference_fn, cases, atol=1e-5, rtol=1e-4, name=None, hints=(), hint=None,
-          forbid=(), without=(), explain=None) -> bool:
-    """Compare `answer_fn` with the package's `reference_fn` on each case; True, or raises NotYet.
+          forbid=(), without=(), explain=None) -> Passed:
+    """Compare `answer_fn` with the package's `reference_fn` on each case; passes, or raises NotYet.
 
     `cases`: tuples of arguments, or `Case(...)`s. `hints`: from nudge to nearly the answer, one shown
     per miss (`hint=` is a single hint). `forbid`: package functions the reader must not hand in or
@@ -100,7 +114,7 @@ def check(answer_fn, reference_fn, cases, atol=1e-5, rtol=1e-4, name=None, hints
     _failures.pop(name, None)
     every = f" on all {len(cases)} cases" if len(cases) > 1 else ""
     print(f"✓ {name} matches the package{every}." + "".join(f"\n  note: {n}" for n in notes[:3]))
-    return True
+    return Passed()
 
 
 def _explained(explain, got, expected) -> str | None:

@@ -174,3 +174,9 @@ def test_explain_puts_a_miss_in_the_exercises_terms():
     out = miss(lambda l: l, ref, [(logits,)], name="top-p", explain=kept)
     assert "row 1: you keep 4 tokens, the package keeps" in out
     checker._failures.clear()
+
+
+def test_a_pass_is_true_and_displays_nothing():
+    result = check(reference, reference, [(torch.ones(2),)], name="quiet")
+    assert result and repr(result) == "True"
+    assert result._ipython_display_() is None  # IPython shows nothing for it, not "True"
