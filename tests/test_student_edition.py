@@ -90,7 +90,7 @@ def test_the_fixture_follows_the_conventions():
     ("x = 1", ["solution"], "without a ### BEGIN SOLUTION"),
     ("### BEGIN SOLUTION\nx = 1\n### END SOLUTION", ["solution"], "nothing survives"),
     ("x = ...  # an int\n### BEGIN SOLUTION\nx = 1\n### END SOLUTION", [], "is not tagged `solution`"),
-    ("ok = check(f, g, [()])", ["check"], "must fail"),
+    ("print(my_check(f, g))", ["check"], "must fail"),  # neither check(...) (raises) nor assert
     ("x = 1", ["solution", "check"], "use one of them"),
     ("assert check(f, g, [()])", ["points-2"], "only counts on a `check` cell"),
     ("def f(x):\n    # return twice x\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION",
@@ -147,6 +147,10 @@ def test_student_edition_of_the_fixture(tmp_path):
     assert len(checks) == 2 and all(c.metadata["editable"] is False and c.metadata["deletable"] is False
                                     for c in checks)
     assert all(c.metadata["nbgrader"]["grade"] for c in checks)
+    assert all("raises-exception" in _tags(c) for c in checks)  # Run All goes on past an unsolved one
+    solutions = [c for c in nb.cells if "solution" in _tags(c)]
+    assert solutions and not any(c.metadata.get("jupyter", {}).get("source_hidden") or
+                                 "hide-input" in _tags(c) for c in solutions)  # where students write
     # outputs, counts and widget state cleared
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all(c.outputs == [] and c.execution_count is None for c in code)

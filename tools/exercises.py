@@ -7,7 +7,8 @@ tools/student_edition.py builds the student edition with nbgrader's own preproce
     tag         cell       nbgrader metadata                                    student edition
     solution    code       solution cell, `{nb}-ex{N}-solution`                 BEGIN..END SOLUTION -> "# YOUR CODE HERE"
     check       code       autograded test cell, locked, 1 point (`points-2`    kept, locked; fails until the
-                           tag: 2 points), `{nb}-ex{N}-check`                   exercise is solved
+                           tag: 2 points), `{nb}-ex{N}-check`; it must call     exercise is solved
+                           `check(...)` (raises) or `assert`
     answer      code       solution cell (generate_assignment clears it),       dropped
                            `{nb}-ex{N}-answer`
     answer or   markdown   manually graded answer worth 0 points (nbgrader      dropped
@@ -20,7 +21,10 @@ tools/student_edition.py builds the student edition with nbgrader's own preproce
 nearest `### Exercise N` heading above the cell (0 before the first one); a second cell of the same kind in one
 exercise gets `-2`, a third `-3`. The ids only change when exercises are renumbered.
 
-    python tools/exercises.py book/ch03_rope.ipynb ...   # list each chapter's exercises and any problems
+    python tools/exercises.py book/ch03_rope.ipynb ...          # list each chapter's exercises and any problems
+    python tools/exercises.py --write book/ch03_rope.ipynb ...  # also write the nbgrader metadata in place
+                                                                # (outputs untouched; refresh_notebooks.py
+                                                                # does it too, re-executing the chapter)
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ POINTS_TAG = re.compile(r"^points-(\d+(?:\.\d+)?)$")
 EXERCISE_HEADING = re.compile(r"^(#{1,6})\s*Exercise\s+(\d+)\b", re.IGNORECASE)
 HEADING = re.compile(r"^(#{1,6})\s")
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+CHECK_CALL = re.compile(r"(?<!\w)check\(")  # minimind.lab.check raises NotYet on a miss
 HINT = re.compile(r'<details class="hint"><summary>Hint', re.IGNORECASE)  # tools/notebook_form.py
 SCHEMA_VERSION = 3
 
@@ -194,9 +199,10 @@ def problems(nb) -> list[str]:
                 found.append(f"{where}: the student edition's stub is not valid Python: {error}; a def whose "
                              "body is only the solution region needs a docstring, not a comment")
         if what == CHECK:
-            if "assert" not in cell.source:
+            if "assert" not in cell.source and not CHECK_CALL.search(cell.source):
                 found.append(f"{where}: a `check` cell must fail when the answer is wrong "
-                             "(`assert check(...)`), or an unanswered exercise still scores its points")
+                             "(`check(...)`, which raises, or an `assert`), or an unanswered exercise "
+                             "still scores its points")
         if any(POINTS_TAG.match(tag) for tag in _tags(cell)) and what != CHECK:
             found.append(f"{where}: a `points-N` tag only counts on a `check` cell")
         if what is not None and numbers[i] == 0:
@@ -232,11 +238,19 @@ def summary(nb, prefix: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     import nbformat
-    paths = [Path(p) for p in (argv if argv is not None else sys.argv[1:])]
+    args = list(argv if argv is not None else sys.argv[1:])
+    write = "--write" in args
+    paths = [Path(p) for p in args if p != "--write"]
     bad = 0
     for path in paths:
         nb = nbformat.read(path, as_version=4)
         print(path)
+        if write and not problems(nb):
+            before = nbformat.writes(nb)
+            apply_metadata(nb, notebook_prefix(path))
+            if nbformat.writes(nb) != before:
+                nbformat.write(nb, path)
+                print("  nbgrader metadata written")
         for line in summary(nb, notebook_prefix(path)):
             print("  " + line)
         for problem in problems(nb):

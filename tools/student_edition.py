@@ -11,23 +11,35 @@ For each notebook (paths kept relative to the toc's folder, e.g. OUT_DIR/book/ch
   (each `### BEGIN SOLUTION` ... `### END SOLUTION` region becomes `# YOUR CODE HERE`, so the stub line
   before it, `cache_bytes = ...  # an int`, or the def and docstring around it, survive and the cell still
   runs), ClearOutput, ClearHiddenTests, ClearMarkScheme, CheckCellMetadata (unique grade ids);
-- saved widget state is removed.
+- saved widget state is removed;
+- the benchmark tables a chapter reads (`bench/results`) are found through the package
+  (`minimind.lab.bench_results()`) and copied next to the notebook, so it runs from a pip install.
 Students run it top to bottom: only the `check` cells fail, until each exercise is solved.
+
+`source_notebook` is the same notebook before nbgrader's preprocessors, solutions kept: what
+tools/course.py writes to an nbgrader course's `source/`, so that `nbgrader generate_assignment` gives
+this student edition.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 
 import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from exercises import ANSWER, apply_metadata, kind, notebook_prefix  # noqa: E402
+from exercises import ANSWER, CHECK, SOLUTION, apply_metadata, kind, notebook_prefix  # noqa: E402
 from refresh_notebooks import REPO_ROOT, toc_notebooks  # noqa: E402
 
 CODE_STUB = "# YOUR CODE HERE"
+BENCH = REPO_ROOT / "bench" / "results"
+# How the chapters found bench/results before minimind.lab.bench_results(): a path that exists only in a
+# repository checkout (editable install). Rewritten to the package lookup; a no-op once no chapter has it.
+REPO_BENCH = 'Path(minimind.__file__).resolve().parents[1] / "bench" / "results"'
+PACKAGE_BENCH = "minimind.lab.bench_results()"
 
 
 def nbgrader_preprocessors():
@@ -38,19 +50,49 @@ def nbgrader_preprocessors():
             ClearHiddenTests(), ClearMarkScheme(), CheckCellMetadata()]
 
 
-def student_notebook(nb, prefix: str):
-    """Return a copy of `nb` as students get it (`prefix`: grade-id prefix, e.g. 'ch03')."""
+def source_notebook(nb, prefix: str):
+    """A copy of `nb` as an nbgrader course's source (solutions kept): nbgrader metadata from the tags,
+    answer-only cells dropped (markdown `answer`/`solution` cells would become 0-point "YOUR ANSWER
+    HERE" boxes), outputs and widget state cleared, bench/results found through the package."""
     nb = nbformat.from_dict(nb)  # deep copy
     apply_metadata(nb, prefix)
     nb.cells = [cell for cell in nb.cells if kind(cell) != ANSWER]
-    resources: dict = {}
-    for preprocessor in nbgrader_preprocessors():
-        nb, resources = preprocessor.preprocess(nb, resources)
     nb.metadata.pop("widgets", None)
     for cell in nb.cells:
         for key in ("execution", "ExecuteTime"):
             cell.metadata.pop(key, None)
+        if cell.cell_type == "code":
+            cell.source = cell.source.replace(REPO_BENCH, PACKAGE_BENCH)
+            cell.outputs, cell.execution_count = [], None
+        if kind(cell) == SOLUTION:  # where the student writes: unfolded (notebook_form folds it)
+            cell.metadata.pop("jupyter", None)
+            cell.metadata.pop("mystnb", None)
+            cell.metadata["tags"] = [t for t in cell.metadata.get("tags", []) if t != "hide-input"]
+        if kind(cell) == CHECK:  # JupyterLab's Run All goes on past a check not yet passed
+            cell.metadata["tags"] = [*cell.metadata.get("tags", []), "raises-exception"]
     return nb
+
+
+def student_notebook(nb, prefix: str):
+    """Return a copy of `nb` as students get it (`prefix`: grade-id prefix, e.g. 'ch03')."""
+    nb = source_notebook(nb, prefix)
+    resources: dict = {}
+    for preprocessor in nbgrader_preprocessors():
+        nb, resources = preprocessor.preprocess(nb, resources)
+    return nb
+
+
+def reads_bench(nb) -> bool:
+    """Whether the notebook reads the benchmark tables (then bench/results must sit beside it)."""
+    return any("bench_results(" in cell.source or REPO_BENCH in cell.source
+               for cell in nb.cells if cell.cell_type == "code")
+
+
+def copy_bench(folder: Path) -> Path:
+    """Copy the repository's bench/results to folder/bench/results (where bench_results() looks)."""
+    target = folder / "bench" / "results"
+    shutil.copytree(BENCH, target, dirs_exist_ok=True)
+    return target
 
 
 def write_student_edition(notebooks: list[Path], base: Path, out_dir: Path) -> list[Path]:
@@ -62,6 +104,8 @@ def write_student_edition(notebooks: list[Path], base: Path, out_dir: Path) -> l
         target.parent.mkdir(parents=True, exist_ok=True)
         nb = student_notebook(nbformat.read(path, as_version=4), notebook_prefix(path))
         nbformat.write(nb, target)
+        if reads_bench(nb):
+            copy_bench(target.parent)
         written.append(target)
     return written
 

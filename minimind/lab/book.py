@@ -3,6 +3,7 @@ import inspect
 import os
 import random
 import textwrap
+from pathlib import Path
 
 import torch
 
@@ -41,6 +42,26 @@ def within_rounding(delta: float, bound: float = 1e-5, what: str = "float32 roun
     if delta != delta:  # NaN
         return "= nan"
     return f"≤ {bound:.0e} ({what})" if abs(delta) <= bound else f"= {delta:.0e}"
+
+
+def bench_results() -> Path:
+    """The committed benchmark tables (`bench/results/*.csv`, `*.json`) that
+    chapters 5-8, 10 and the appendix plot.
+
+    Looked up next to the notebook first (`./bench/results`: the copy that
+    `tools/course.py` and `tools/student_edition.py` put beside a chapter), then in
+    the repository checkout the package runs from (an editable install). A
+    pip-installed package has no `bench/` folder.
+    """
+    here = Path.cwd() / "bench" / "results"  # a course's or student edition's copy
+    root = Path(__file__).resolve().parents[2]  # minimind/lab/book.py -> the checkout
+    for folder in (here, root / "bench" / "results"):
+        if folder.is_dir():
+            return folder
+    raise FileNotFoundError(
+        f"no bench/results next to this notebook ({here}) nor in a repository "
+        "checkout: copy the repository's bench/results folder beside the notebook "
+        "(tools/course.py does)")
 
 
 REGION_START, REGION_END = "# region ", "# endregion"
