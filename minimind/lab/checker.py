@@ -99,8 +99,8 @@ def check(answer_fn, reference_fn, cases, atol=1e-5, rtol=1e-4, name=None, hints
                 got = answer_fn(*_fresh(case.args))  # a copy: an in-place answer cannot touch the cases
         except NotImplementedError:
             got = ...
-        except _Unavailable as error:
-            _fail(name, f"{where}: {error}", hints, case)
+        except _Unavailable as error:  # not about this case: no case hint
+            _fail(name, f"{where}: {error}", hints)
         except Exception as error:  # the reader's code: report it in one line, don't crash the notebook
             line = traceback.extract_tb(error.__traceback__)[-1].lineno
             _fail(name, f"{where}: {name} raised {type(error).__name__}: {error} (line {line})", hints, case)
@@ -176,8 +176,12 @@ def _target(item):
                 owner = getattr(owner, attr)
             return owner, parts[-1], getattr(owner, parts[-1])
         raise ValueError(f"cannot find {item!r}: give a dotted name such as 'torch.softmax'")
-    module = importlib.import_module(item.__module__)
-    return module, item.__name__, item
+    owner = importlib.import_module(item.__module__)
+    for attr in item.__qualname__.split(".")[:-1]:  # a method: patch it on its class
+        if attr == "<locals>":
+            break
+        owner = getattr(owner, attr)
+    return owner, item.__name__, item
 
 
 def _refused_alias(answer_fn, forbid) -> str | None:

@@ -180,3 +180,14 @@ def test_a_pass_is_true_and_displays_nothing():
     result = check(reference, reference, [(torch.ones(2),)], name="quiet")
     assert result and repr(result) == "True"
     assert result._ipython_display_() is None  # IPython shows nothing for it, not "True"
+
+
+def test_a_forbidden_method_is_unavailable_on_its_class():
+    from minimind.norm import RMSNorm
+
+    norm = RMSNorm(4)
+    ref = lambda x: norm(x)  # noqa: E731  the package's module, called through its forward
+    out = miss(lambda x: norm(x), ref, [Case(torch.ones(1, 4), hint="not shown here")], name="norm",
+               forbid=[RMSNorm.forward])
+    assert "not to use `forward`" in out and "not shown here" not in out
+    assert torch.equal(norm(torch.ones(1, 4)), ref(torch.ones(1, 4)))  # restored afterwards
