@@ -224,11 +224,13 @@ def stage_figure(label: str, tensor: torch.Tensor, row_labels, vmax: float, lint
     ax.set_title(f"{label}   {list(tensor.shape)}", fontsize=10.5)
     bar = fig.colorbar(image, ax=ax, pad=0.01, aspect=12)
     bar.set_label("value (symmetric log)", fontsize=9), bar.ax.tick_params(labelsize=9)
+    bar.ax.yaxis.set_label_position("left")  # next to its own bar, not read as the RMS panel's label
     rms = values.pow(2).mean(-1).sqrt()
     ax_rms.barh(range(len(rms)), rms.numpy(), color="#777777")
     ax_rms.set(xscale="log", xlim=(0.01, 1000), ylim=(len(rms) - 0.5, -0.5), yticks=[])
     ax_rms.set_xticks([0.01, 1, 100], ["0.01", "1", "100"])
     ax_rms.tick_params(labelsize=9)
+    ax_rms.set_xlabel("RMS (log scale)", fontsize=9.5)
     ax_rms.set_title("RMS per token", fontsize=10)
     for y, r in enumerate(rms.tolist()):
         ax_rms.text(r * 1.15, y, f"{r:.2g}", va="center", ha="left", fontsize=9)
