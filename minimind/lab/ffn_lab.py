@@ -13,9 +13,63 @@ from torch.utils.flop_counter import FlopCounterMode
 from transformers.activations import ACT2FN
 
 from ..feed_forward import FeedForward
+from . import diagram
 from .variants import GELUFeedForward, gelu_width
 
 BREAKS = set("，。？！；：、\n")  # characters that end a line (or a clause) of a poem
+
+
+# --- the mechanism, drawn from the config --------------------------------------------------------------------
+
+def width_rule(hidden_size: int, multiple_of: int = 64) -> dict:
+    """The steps of MiniMind's width rule (config region "ffn width"): d·π, in blocks of 64, rounded up."""
+    blocks = hidden_size * math.pi / multiple_of
+    return {"d·π": hidden_size * math.pi, "blocks of 64": blocks, "rounded up": math.ceil(blocks),
+            "width": math.ceil(blocks) * multiple_of}
+
+
+def swiglu_figure(config, batch="B", seq="S"):
+    """SwiGLU's two branches with the sizes of `config`: x → gate_proj, up_proj → SiLU, × → down_proj.
+
+    Chapter 5's mechanism diagram, in the visual language of ch01's architecture figure. 7 in wide.
+    """
+    import matplotlib.pyplot as plt
+    d, width = config.hidden_size, config.intermediate_size
+    with plt.rc_context({"font.family": ["DejaVu Sans"]}):  # no Chinese here; DejaVu has ⊙ and ⌈ ⌉
+        fig, ax = diagram.canvas(7, 3.4, title=f"SwiGLU feed-forward: {d} → two branches of {width} → {d}")
+        _draw_swiglu(ax, d, width, config.hidden_act, batch, seq)
+    return fig
+
+
+def _draw_swiglu(ax, d, width, act, batch, seq):
+    mid, top, low = 25, 37.5, 11.5  # y of the input line, the gate branch, the up branch
+    wide, narrow = f"[{batch}, {seq}, {width}]", f"[{batch}, {seq}, {d}]"
+    diagram.box(ax, 1, mid - 5, 12, 10, "x\n(normed)", "tensor")
+    diagram.shape(ax, 7, mid - 8.5, narrow, ha="center")
+    diagram.line(ax, [(13.4, mid), (17, mid)])
+    diagram.line(ax, [(17, low), (17, top)])
+    for y, name, role in [(top, "gate_proj", "gate g"), (low, "up_proj", "up u")]:
+        diagram.arrow(ax, (17, y), (21.5, y))
+        diagram.box(ax, 22, y - 4, 20, 8, f"{name}\n{d} → {width}", "ffn")
+        diagram.note(ax, 32, y + 7, f"{role}: {wide}", ha="center")
+    diagram.arrow(ax, (42.4, top), (50.5, top))
+    diagram.box(ax, 51, top - 4, 14, 8, "SiLU\nz·σ(z)" if act == "silu" else act,
+                colour="#fff1e3")
+    x_mul = 73
+    diagram.line(ax, [(65.4, top), (x_mul, top)])
+    diagram.arrow(ax, (x_mul, top), (x_mul, mid + 2.2))
+    diagram.line(ax, [(42.4, low), (x_mul, low)])
+    diagram.arrow(ax, (x_mul, low), (x_mul, mid - 2.2))
+    diagram.node(ax, x_mul, mid, "×")
+    diagram.note(ax, x_mul - 3, mid, f"h = SiLU(g) ⊙ u\n{wide}", ha="right")
+    diagram.arrow(ax, (x_mul + 2.2, mid), (78.5, mid))
+    diagram.box(ax, 79, mid - 4, 20, 8, f"down_proj\n{width} → {d}", "ffn")
+    diagram.shape(ax, 89, mid - 8.5, f"out {narrow}", ha="center")
+    params = 3 * d * width
+    rule = width_rule(d)["width"] == width
+    origin = f"{width} = ⌈{d}·π / 64⌉ · 64" if rule else f"{width}: set in the config"
+    diagram.note(ax, 50, 1.5, f"width {origin};  three {d} × {width} weights, no biases: "
+                 f"{params:,} per layer", ha="center")
 
 
 # --- activations ---------------------------------------------------------------------------------------------
@@ -130,6 +184,27 @@ def ffn_removed(model, layers):
     """
     handles = [model.model.layers[i].mlp.register_forward_hook(lambda mlp, args, out: torch.zeros_like(out))
                for i in layers]
+    try:
+        yield model
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def keep_largest(hidden: torch.Tensor, k: int) -> torch.Tensor:
+    """Per token, the k hidden units of largest magnitude kept and the others set to 0 (chapter 5, Ex. 6).
+
+    By magnitude: a unit at SiLU's floor times a large up value writes as much as an open one.
+    """
+    index = hidden.abs().topk(k, dim=-1).indices  # [..., k]
+    return torch.zeros_like(hidden).scatter(-1, index, hidden.gather(-1, index))  # [..., I]
+
+
+@contextmanager
+def hidden_kept(model, k: int):
+    """Inside the `with` block every FFN's down_proj reads only the k largest hidden units of each token."""
+    handles = [layer.mlp.down_proj.register_forward_pre_hook(lambda m, args: (keep_largest(args[0], k),))
+               for layer in model.model.layers]
     try:
         yield model
     finally:

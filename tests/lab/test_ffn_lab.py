@@ -7,9 +7,10 @@ import torch.nn.functional as F
 from model_helpers import tiny_config, tiny_model
 from minimind import MiniMindConfig, load_tokenizer
 from minimind.feed_forward import FeedForward
-from minimind.lab.ffn_lab import (activation_curves, ffn_kinds, flops_per_token_by_part, line_positions,
-                                  llama_width, matmul_flops_per_token, mean_by_line_position, near_zero_share,
-                                  record_ffn, token_pieces, top_activations, top_token_purity)
+from minimind.lab.ffn_lab import (activation_curves, ffn_kinds, flops_per_token_by_part, hidden_kept,
+                                  keep_largest, line_positions, llama_width, matmul_flops_per_token,
+                                  mean_by_line_position, near_zero_share, record_ffn, swiglu_figure,
+                                  token_pieces, top_activations, top_token_purity, width_rule)
 
 
 def test_activation_curves_match_closed_forms():
@@ -110,3 +111,41 @@ def test_mean_by_line_position():
     means = mean_by_line_position(values, positions, lengths, 2)
     assert means.tolist() == [2.0, 2.0]  # exact: means of small integers
     assert torch.isnan(mean_by_line_position(values, positions, lengths, 3)[0])
+
+
+def test_width_rule_and_the_diagram_use_the_config():
+    steps = width_rule(768)
+    assert steps["rounded up"] == 38 and steps["width"] == 2432
+    # float: d·π and d·π/64 as the config computes them, to a few ulps
+    assert math.isclose(steps["d·π"], 768 * math.pi) and math.isclose(steps["blocks of 64"], 12 * math.pi)
+    assert width_rule(512)["width"] == 1664  # 25.13 blocks, rounded up (nearest would give 1600)
+    import matplotlib
+    matplotlib.use("Agg")
+    fig = swiglu_figure(MiniMindConfig())
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert any("gate_proj\n768 → 2432" == t for t in texts) and any("2432 → 768" in t for t in texts)
+    assert any("5,603,328" in t for t in texts)  # 3 x 768 x 2432
+    assert min(t.get_fontsize() for t in fig.axes[0].texts) >= 9  # readable at the content width
+    custom = swiglu_figure(MiniMindConfig(hidden_size=256, head_dim=64, intermediate_size=1024))
+    assert any("1024: set in the config" in t.get_text() for t in custom.axes[0].texts)
+    matplotlib.pyplot.close("all")
+
+
+def test_keep_largest_keeps_by_magnitude():
+    h = torch.tensor([[0.5, -3.0, 2.0, 0.1], [1.0, 2.0, 3.0, 4.0]])
+    # exact: entries are copied or zeroed, no arithmetic
+    assert keep_largest(h, 2).tolist() == [[0.0, -3.0, 2.0, 0.0], [0.0, 0.0, 3.0, 4.0]]
+    assert torch.equal(keep_largest(h, 4), h)
+
+
+def test_hidden_kept_hooks_every_down_proj_and_cleans_up():
+    model = tiny_model()
+    ids = torch.randint(0, 320, (2, 7))
+    width = model.model.layers[0].mlp.down_proj.in_features
+    with torch.no_grad():
+        intact = model(ids).logits
+        with hidden_kept(model, width):  # keeping every unit changes nothing: exact, same kernels
+            assert torch.equal(model(ids).logits, intact)
+        with hidden_kept(model, 1):
+            assert not torch.allclose(model(ids).logits, intact)
+    assert all(not layer.mlp.down_proj._forward_pre_hooks for layer in model.model.layers)
