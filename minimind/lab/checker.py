@@ -90,8 +90,9 @@ def check(answer_fn, reference_fn, cases, atol=1e-5, rtol=1e-4, name=None, hints
         _fail(name, f"{name} is the package's own `{refused}`: this exercise asks you to write it.", hints)
     cases = [c if isinstance(c, Case) else Case(*(c if isinstance(c, tuple) else (c,))) for c in cases]
     notes = []
+    names = _parameter_names(reference_fn)
     for i, case in enumerate(cases, 1):
-        where = _where(i, case, name)
+        where = _where(i, case, name, names)
         with _caught([]):
             expected = reference_fn(*_fresh(case.args))
         try:
@@ -124,10 +125,32 @@ def _explained(explain, got, expected) -> str | None:
         return None
 
 
-def _where(i, case, name) -> str:
+def _parameter_names(fn) -> list[str] | None:
+    """The reference's parameter names, to describe a case's arguments by name (None: unnamed)."""
+    import inspect
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+        return None
+    return [p.name for p in params]
+
+
+def _where(i, case, name, names=None) -> str:
     if case.hidden and graded():
         return f"case {i} (one the notebook does not list)"
-    return f"case {i} ({', '.join(_describe(a) for a in case.args)})" if case.args else name
+    if not case.args:
+        return name
+    if names and len(names) >= len(case.args):
+        return f"case {i} ({', '.join(_named(n, a) for n, a in zip(names, case.args))})"
+    return f"case {i} ({', '.join(_describe(a) for a in case.args)})"
+
+
+def _named(name, value) -> str:
+    if torch.is_tensor(value):
+        return f"{name} {list(value.shape)} {str(value.dtype).replace('torch.', '')}"
+    return f"{name}={_describe(value)}"
 
 
 def _fail(name, message, hints, case=None, notes=()):
@@ -266,7 +289,8 @@ def _first_difference(got, expected, atol, rtol, what):
         theirs, yours = int((e.isinf() & ~g.isinf()).sum()), int((g.isinf() & ~e.isinf()).sum())
         share += f"; {theirs} are masked (-inf) in the package's but kept in yours" if theirs else ""
         share += f"; {yours} are masked (-inf) in yours but kept in the package's" if yours else ""
-    where = f"{what} has the right shape, but {share} from the package's; the first, at index {list(index)}"
+    where = (f"{what} has the right shape, but {share} from the package's; the first, at index "
+             f"{list(index)} (Python's, from 0)")
     if graded():
         return f"{where}: yours is {_entry(g[index])}"
     return f"{where}: yours is {_entry(g[index])}, the package's {_entry(e[index])}"
@@ -277,10 +301,22 @@ def _entry(value) -> str:
     return repr(x) if isinstance(x, (bool, int)) else f"{x:.4g}"
 
 
-def _describe(value) -> str:
+def _describe(value, width: int = 60) -> str:
+    """A case's argument in a few words: a tensor's shape and dtype, a dict's or config's settings."""
     if torch.is_tensor(value):
         return f"a tensor of shape {list(value.shape)} ({str(value.dtype).replace('torch.', '')})"
-    return repr(value) if len(repr(value)) < 40 else type(value).__name__
+    if hasattr(value, "to_dict") and hasattr(value, "model_type"):  # a config: its non-defaults
+        defaults = type(value)().to_dict()
+        value = {k: v for k, v in value.to_dict().items()
+                 if defaults.get(k) != v and k not in ("transformers_version", "architectures")}
+        name = "a config"
+    else:
+        name = type(value).__name__
+    if isinstance(value, dict):
+        settings = ", ".join(f"{k}={v!r}" for k, v in value.items())
+        text = f"{name} with {settings}" if settings else f"{name} with the defaults"
+        return text if len(text) <= width else text[:width - 1] + "…"
+    return repr(value) if len(repr(value)) <= width else name
 
 
 def _mismatch(got, expected, atol, rtol, what="the answer"):
@@ -325,10 +361,11 @@ def _number_mismatch(got, expected, atol, rtol, what):
     if abs(got - expected) <= atol + rtol * abs(expected):
         return None
     if graded():  # no direction: a numeric answer must not be found by bisection
-        return f"{what} is not the package's value"
+        return f"{what} ({got:g}) is not the package's value"
     ratio = got / expected if expected else float("inf")
+    yours = f"{what} ({got:g})"  # the reader's own value, never the package's
     if expected and abs(ratio - round(ratio)) < 1e-6 and round(ratio) > 1:
-        return f"{what} is {round(ratio)}× too large: something is counted more than once"
+        return f"{yours} is {round(ratio)}× too large: something is counted more than once"
     if expected and got and abs(1 / ratio - round(1 / ratio)) < 1e-6 and round(1 / ratio) > 1:
-        return f"{what} is {round(1 / ratio)}× too small: something is missing a factor"
-    return f"{what} is too {'large' if got > expected else 'small'}"
+        return f"{yours} is {round(1 / ratio)}× too small: something is missing a factor"
+    return f"{yours} is too {'large' if got > expected else 'small'}"

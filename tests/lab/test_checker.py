@@ -25,7 +25,7 @@ def test_a_pass_says_so_and_a_miss_names_the_case_and_entry(capsys):
     assert check(lambda x: x + x, reference, cases, name="double")
     assert "✓ double matches the package on all 2 cases." in capsys.readouterr().out
     out = miss(lambda x: x * 3, reference, cases, name="triple")
-    assert out.startswith("✗ case 1 (a tensor of shape [2, 3] (float32)): ")  # counted from 1
+    assert out.startswith("✗ case 1 (x [2, 3] float32): ")  # counted from 1, named as the package names it
     assert "6 of 6 entries differ" in out and "yours is 3, the package's 2" in out
     assert "dimension 0 has the wrong size" in miss(lambda x: x[:1] * 2, reference, cases, name="short")
 
@@ -73,9 +73,9 @@ def test_a_finite_entry_where_the_package_masks_is_named():
     wrong[1, 0] = 0.75
     out = miss(lambda x: wrong, lambda x: masked, [(masked,)], name="mask")
     # -inf where the package has -inf is a match, not "differ by up to nan"
-    assert "one entry differs" in out and "index [1, 0]: yours is 0.75, the package's 0.25" in out
+    assert "one entry differs" in out and "index [1, 0] (Python's, from 0): yours is 0.75, the package's 0.25" in out
     unmasked = torch.where(masked.isinf(), 0.0, masked)
-    assert "index [0, 1]: yours is 0, the package's -inf" in miss(lambda x: unmasked, lambda x: masked,
+    assert "(Python's, from 0): yours is 0, the package's -inf" in miss(lambda x: unmasked, lambda x: masked,
                                                                   [(masked,)], name="mask")
 
 
@@ -91,7 +91,7 @@ def test_never_prints_the_expected_answer():
         assert "384" not in out.replace(repr(wrong), "") and "expected" not in out
     out = miss(lambda: 2 * 12345, lambda: 12345, [()], name="count")
     assert "2× too large" in out and "12345" not in out.replace("24690", "")
-    assert "too small" in miss(lambda: 5.0, lambda: 7.5, [()], name="x")
+    assert "the answer (5) is too small" in miss(lambda: 5.0, lambda: 7.5, [()], name="x")
 
 
 def test_unwritten_answers_and_errors_are_named():
@@ -191,3 +191,12 @@ def test_a_forbidden_method_is_unavailable_on_its_class():
                forbid=[RMSNorm.forward])
     assert "not to use `forward`" in out and "not shown here" not in out
     assert torch.equal(norm(torch.ones(1, 4)), ref(torch.ones(1, 4)))  # restored afterwards
+
+
+def test_a_case_of_settings_is_described_by_its_settings():
+    from minimind import MiniMindConfig
+
+    out = miss(lambda c: 1, lambda c: 2, [({"head_dim": 128, "num_key_value_heads": 8},)], name="d")
+    assert "case 1 (c=dict with head_dim=128, num_key_value_heads=8)" in out
+    out = miss(lambda c: 1, lambda c: 2, [(MiniMindConfig(hidden_size=512),)], name="c")
+    assert "case 1 (c=a config with " in out and "hidden_size=512" in out
