@@ -239,7 +239,7 @@ def attention_grid_figure(probs: list[torch.Tensor], tokens: list[str], marked: 
 
 
 def heatmap_frames(matrices, tokens: list[str], titles: list[str], vmin=0.0, vmax=1.0, cmap="viridis",
-                   label="attention probability", dpi=80, colors=256) -> list[bytes]:
+                   label="attention probability", dpi=80, colors=256, figsize=(4.9, 4.5)) -> list[bytes]:
     """PNG frames of [S, S] matrices with tokens as text on both axes, one colour scale for all frames.
 
     The axes, labels and colourbar are drawn once; each frame redraws only the image and the title (blitting),
@@ -247,7 +247,7 @@ def heatmap_frames(matrices, tokens: list[str], titles: list[str], vmin=0.0, vma
     """
     import matplotlib.pyplot as plt
     cmap = plt.get_cmap(cmap).with_extremes(bad="#bdbdbd")
-    fig, ax = plt.subplots(figsize=(4.9, 4.5), dpi=dpi)
+    fig, ax = plt.subplots(figsize=figsize, dpi=dpi)
     image = ax.imshow(torch.zeros(len(tokens), len(tokens)).numpy(), cmap=cmap, vmin=vmin, vmax=vmax)
     ax.set_xticks(range(len(tokens)), tokens, fontsize=10, rotation=90)
     ax.set_yticks(range(len(tokens)), tokens, fontsize=10)
@@ -426,3 +426,228 @@ def cache_frames(keys: torch.Tensor, tokens: list[str], prompt_len: int, dims: i
         frames.append(_canvas_png(fig))
     plt.close(fig)
     return frames
+
+
+# --- the mechanism, drawn and worked by hand (chapter 4a, the opening) ---------------------------------------
+
+def attention_diagram(config, seq: str = "S"):
+    """Grouped-query attention as a data-flow diagram with `config`'s sizes (chapter 4a, the first figure).
+
+    The hidden vector is projected to H query heads and H_kv key/value heads of D each; each KV head
+    serves H // H_kv query heads (drawn in its colour); then scores, mask, softmax, · V, merge, o_proj.
+    """
+    import matplotlib.pyplot as plt
+
+    from . import diagram as dg
+    d, H, H_kv, D = config.hidden_size, config.num_attention_heads, config.num_key_value_heads, config.head_dim
+    n_rep = H // H_kv
+    group = [dg.HEAD_COLOURS[h // n_rep] for h in range(H)]  # a query head takes its KV head's colour
+    with plt.rc_context({"font.family": ["DejaVu Sans"]}):  # no Chinese here; DejaVu has · √ ᵀ
+        fig, ax = dg.canvas(7, 6.4, title=f"Grouped-query attention in minimind-3: {H} query heads, "
+                                          f"{H_kv} key/value heads of {D}")
+        dg.box(ax, 30, 85, 40, 4.5, f"x: hidden states [B, {seq}, {d}]", "tensor")
+        for x0, label in [(1, f"q_proj {d} → {H}×{D}"), (37, f"k_proj {d} → {H_kv}×{D}"),
+                          (69, f"v_proj {d} → {H_kv}×{D}")]:
+            dg.arrow(ax, (50, 84.5), (x0 + 14, 80.5))
+            dg.box(ax, x0, 76, 29, 4, label, "attn")
+        dg.segments(ax, 1, 66, 34, 4.5, [D] * H, [f"q{h}" for h in range(H)], group,
+                    title=f"Q: {H} heads of {D}")
+        dg.segments(ax, 39, 66, 25, 4.5, [D] * H_kv, [f"k{j}" for j in range(H_kv)],
+                    dg.HEAD_COLOURS[:H_kv], title=f"K: {H_kv} heads of {D}")
+        dg.segments(ax, 70, 66, 25, 4.5, [D] * H_kv, [f"v{j}" for j in range(H_kv)],
+                    dg.HEAD_COLOURS[:H_kv], title=f"V: {H_kv} heads of {D}")
+        dg.box(ax, 1, 57, 63, 4.5, f"QK-Norm (RMSNorm per head of {D}), then RoPE", "norm")
+        dg.note(ax, 70, 59.2, "values: no norm,\nno rotation", size=9)
+        dg.segments(ax, 1, 47.5, 63, 4.5, [1] * H, [f"q{h}·k{h // n_rep}" for h in range(H)], group,
+                    title=f"pairs: each KV head serves {n_rep} query heads (h reads h // {n_rep})")
+        dg.arrow(ax, (30, 46.5), (30, 43.5))
+        dg.box(ax, 1, 35, 58, 8, f"scores = Q Kᵀ / √{D} + M\n[B, {H}, {seq}, {seq}]: one matrix per head",
+               "attn")
+        mask = torch.zeros(4, 4).masked_fill(~allowed_keys(4, 4)[0], float("-inf"))
+        dg.grid(ax, 68, 31, 20, 14, mask.numpy(), cmap="Greens", vmin=-1, vmax=1, numbers=True, size=9,
+                title="M for 4 tokens")
+        dg.note(ax, 90, 38, "0: may look\n−∞: future", size=9)
+        dg.arrow(ax, (30, 34.5), (30, 31.5))
+        dg.box(ax, 1, 26.5, 58, 4.5, "softmax over the keys: each row sums to 1", "attn")
+        dg.arrow(ax, (30, 26), (30, 23))
+        dg.box(ax, 1, 18.5, 58, 4.5, f"· V: [B, {H}, {seq}, {D}], weighted averages of values", "attn")
+        dg.arrow(ax, (30, 18), (30, 15))
+        dg.segments(ax, 1, 7.5, 50, 4.5, [D] * H, [f"h{h}" for h in range(H)], group,
+                    title=f"concatenate: [B, {seq}, {H}×{D} = {H * D}]")
+        dg.arrow(ax, (51.5, 9.75), (56, 9.75))
+        dg.box(ax, 56.5, 7.5, 22, 4.5, f"o_proj {H * D} → {d}", "attn")
+        dg.arrow(ax, (79, 9.75), (82, 9.75))
+        dg.shape(ax, 82.5, 9.75, f"[B, {seq}, {d}]")
+        dg.note(ax, 1, 1.8, "A query head is drawn in the colour of the key/value head it reads.", size=9)
+    return fig
+
+
+def five_token_example():
+    """Chapter 4a's example small enough to check by hand: 5 tokens, hidden 4, 2 heads of 2.
+
+    x's features: [is 月, is 光, is punctuation, 1]. Head 0's query asks for the same word as its own
+    token; head 1's asks for punctuation. Weights are [out, in], as nn.Linear stores them.
+    """
+    tokens = ["月", "光", "，", "明", "月"]
+    x = torch.tensor([[1., 0, 0, 1], [0, 1, 0, 1], [0, 0, 1, 1], [0, 0, 0, 1], [1, 0, 0, 1]])  # [5, 4]
+    w_q = torch.tensor([[3., 0, 0, 0], [0, 3, 0, 0],   # head 0: "I am 月 / 光: find the same word"
+                        [0, 0, 0, 3], [0, 0, 0, 0]])   # head 1: "find punctuation", for every token
+    w_k = torch.tensor([[1., 0, 0, 0], [0, 1, 0, 0],   # head 0's key: "I am 月 / 光"
+                        [0, 0, 1, 0], [0, 0, 0, 0]])   # head 1's key: "I am punctuation"
+    w_v = torch.tensor([[1., 0, 0, 0], [0, 1, 0, 0],   # head 0 hands over which word it is
+                        [0, 0, 1, 0], [0, 0, 0, 1]])   # head 1: "punctuation", and a constant 1
+    w_o = torch.tensor([[1., 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0],
+                        [1, 0, 1, 0]])                 # output 3 mixes the heads: 月 seen + comma seen
+    return tokens, x, {"q_proj": w_q, "k_proj": w_k, "v_proj": w_v, "o_proj": w_o}
+
+
+def toy_attention(weights):
+    """The package's Attention at hidden 4, 2 heads of 2, loaded with `weights` (five_token_example).
+
+    QK-Norm is replaced by the identity, so the module computes exactly the hand example.
+    """
+    from ..attention import Attention
+    from ..config import MiniMindConfig
+    config = MiniMindConfig(hidden_size=4, num_attention_heads=2, num_key_value_heads=2, head_dim=2)
+    module = Attention(config).eval()
+    with torch.no_grad():
+        for name, w in weights.items():
+            getattr(module, name).weight.copy_(w)
+    module.q_norm, module.k_norm = torch.nn.Identity(), torch.nn.Identity()
+    return module
+
+
+# --- the reference for the build-it exercise, and FlashAttention's idea (chapter 4a) ----------------------
+
+def explicit_path(q, k, v, attention_mask=None):
+    """The package's explicit attention as `forward` runs it: repeat_kv, then explicit_attention.
+
+    q [B, H, S, D]; k, v [B, H_kv, S_kv, D] -> [B, H, S, D]. Chapter 4a's Exercise 5 is checked on it.
+    """
+    from types import SimpleNamespace
+
+    from ..attention import Attention, repeat_kv
+    n_rep = q.shape[1] // k.shape[1]
+    k = repeat_kv(k.transpose(1, 2), n_rep).transpose(1, 2)  # [B, H, S_kv, D]
+    v = repeat_kv(v.transpose(1, 2), n_rep).transpose(1, 2)
+    owner = SimpleNamespace(head_dim=q.shape[-1], attn_dropout=torch.nn.Identity())
+    return Attention.explicit_attention(owner, q, k, v, attention_mask)[0]
+
+
+def blockwise_attention(q, k, v, block: int = 16):
+    """Causal attention over `block` keys at a time with an online softmax (FlashAttention's idea).
+
+    q, k, v [B, H, S, D] (queries the last of the keys). Only [B, H, S, block] scores exist at once: a
+    running max m, sum l and output acc are rescaled whenever a block raises the max (chapter 4a).
+    """
+    q_len, kv_len = q.shape[-2], k.shape[-2]
+    q_pos = torch.arange(kv_len - q_len, kv_len, device=q.device)[:, None]  # [S, 1]
+    m = q.new_full((*q.shape[:-1], 1), float("-inf"))  # running max of the scores   [B, H, S, 1]
+    l = q.new_zeros((*q.shape[:-1], 1))                 # running sum of exp(s - m)   [B, H, S, 1]
+    acc = torch.zeros_like(q)                           # running sum of exp(s - m)·v [B, H, S, D]
+    for start in range(0, kv_len, block):
+        k_b, v_b = k[..., start:start + block, :], v[..., start:start + block, :]
+        s = q @ k_b.transpose(-2, -1) / math.sqrt(q.shape[-1])  # [B, H, S, block]
+        k_pos = torch.arange(start, start + k_b.shape[-2], device=q.device)[None, :]
+        s = s.masked_fill(k_pos > q_pos, float("-inf"))
+        m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+        rescale = torch.exp(m - m_new)  # what was summed under the old max, moved to the new one
+        p = torch.exp(s - m_new)
+        l = l * rescale + p.sum(-1, keepdim=True)
+        acc = acc * rescale + p @ v_b
+        m = m_new
+    return acc / l
+
+
+def decode_step_traffic(num_heads: int, num_kv_heads: int, head_dim: int, cached: int,
+                        copy: bool = False, bytes_per_value: int = 2) -> tuple[int, int]:
+    """(FLOPs, bytes moved) of one layer's attention for one new token over `cached` keys (chapter 4a).
+
+    FLOPs: q·k and the weighted sum of values, 2 FLOPs per multiply-add: 4·n·H·D whatever H_kv is.
+    Bytes: the cached K and V read once (a kernel that shares KV heads); `copy=True` adds repeat_kv's
+    copy: read the cache, write H heads' worth, read those again.
+    """
+    flops = 4 * cached * num_heads * head_dim
+    cache = 2 * cached * num_kv_heads * head_dim * bytes_per_value  # K and V
+    copied = 2 * cached * num_heads * head_dim * bytes_per_value
+    return flops, cache + 2 * copied if copy else cache
+
+
+# --- what heads do, as figures (chapter 4a, section 7) --------------------------------------------------------
+
+def head_verdict(scores: dict, chances: dict, margin: float = 0.05) -> str:
+    """'previous token (0.47, chance 0.08)', or 'near chance' when no pattern beats chance by `margin`."""
+    best = max(scores, key=lambda name: scores[name] - chances[name])
+    if scores[best] - chances[best] < margin:
+        return f"near chance (best: {best}, {scores[best]:.2f} vs {chances[best]:.2f})"
+    return f"{best} ({scores[best]:.2f}, chance {chances[best]:.2f})"
+
+
+def head_excess_figure(table: dict, chances: dict, title: str):
+    """Heat map of each head's score minus chance: rows 'L0 H0' ..., one column per pattern, numbers in."""
+    import matplotlib.pyplot as plt
+    names = list(table)
+    excess = torch.stack([table[n].flatten() - chances[n] for n in names], dim=1)  # [L·H, patterns]
+    layers, heads = table[names[0]].shape
+    fig, ax = plt.subplots(figsize=(5.6, 6.4))
+    image = ax.imshow(excess.numpy(), cmap="RdBu_r", vmin=-0.7, vmax=0.7, aspect="auto")
+    for (r, c), value in zip(torch.cartesian_prod(torch.arange(len(excess)), torch.arange(len(names))),
+                             excess.flatten()):
+        shown = round(float(value), 2)
+        ax.text(c, r, f"{shown:+.2f}" if shown else "0.00", ha="center", va="center", fontsize=9,
+                color="white" if abs(shown) > 0.4 else "#222222")
+    ax.set_xticks(range(len(names)), [n.replace(" ", "\n") for n in names], fontsize=10)
+    ax.set_yticks(range(layers * heads), [f"layer {l}, head {h}" for l in range(layers)
+                                          for h in range(heads)], fontsize=9)
+    ax.xaxis.tick_top()
+    fig.colorbar(image, ax=ax, fraction=0.05, pad=0.03, label="score − chance (attention mass)")
+    ax.set_title(title, fontsize=11, pad=28)
+    fig.tight_layout()
+    return fig
+
+
+@contextmanager
+def ablated_heads(model, heads: dict):
+    """Zero the outputs of some heads inside the block: {layer: [head, ...]} (chapter 4a's Exercise 6).
+
+    A forward pre-hook on each layer's o_proj zeroes those heads' D columns of its input [B, S, H·D].
+    """
+    handles = []
+    for layer, chosen in heads.items():
+        attn = model.model.layers[layer].self_attn
+
+        def zero(module, args, chosen=tuple(chosen), d=attn.head_dim):
+            x = args[0].clone()
+            for h in chosen:
+                x[..., h * d:(h + 1) * d] = 0
+            return (x,)
+
+        handles.append(attn.o_proj.register_forward_pre_hook(zero))
+    try:
+        yield model
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def explain_attention_miss(got, expected) -> str | None:
+    """Exercise 5's feedback: the first head and query whose output differs, and what that suggests.
+
+    Heads and queries are counted from 0, like the chapter's heads. None when the shapes differ (the
+    checker's own message says so) or nothing differs.
+    """
+    if not torch.is_tensor(got) or got.shape != expected.shape:
+        return None
+    close = torch.isclose(got.double(), expected.double(), atol=1e-4, rtol=1e-3).all(-1)  # [B, H, S_q]
+    if close.all():
+        return None
+    _, h, t = (int(i) for i in (~close).nonzero()[0])
+    where = f"query head {h}, query {t} (both counted from 0, as in the chapter) differs from the package's"
+    if torch.isnan(got).any():
+        return where + ": yours has NaN, as a query with no visible key would give"
+    if close[:, :, -1].all():
+        return where + "; the last query matches, so look at what the earlier queries may see"
+    matching = [i for i in range(close.shape[1]) if close[:, i].all()]
+    if matching:
+        return where + f"; head(s) {matching} match: which key/value head does head {h} read?"
+    return where + "; check the scale of the scores and the axis of the softmax"

@@ -144,3 +144,85 @@ def test_figures_and_frames():
                 lab.gqa_figure(8, 4, "gqa")]:
         assert fig.axes
         plt.close(fig)
+
+
+def test_attention_diagram_draws_the_config():
+    import matplotlib
+    matplotlib.use("Agg")
+    from minimind import MiniMindConfig
+    fig = lab.attention_diagram(MiniMindConfig())
+    texts = " ".join(t.get_text() for t in fig.axes[0].texts)
+    assert "q7·k3" in texts and "o_proj 768 → 768" in texts and "8×96 = 768" in texts
+
+
+def test_five_token_example_is_the_package_attention():
+    tokens, x, weights = lab.five_token_example()
+    module = lab.toy_attention(weights)
+    no_rotation = (torch.ones(5, 2), torch.zeros(5, 2))
+    with torch.no_grad():
+        out, _, probs = module(x[None], no_rotation, output_attentions=True)
+    q, k, v = (x @ weights[n].T for n in ("q_proj", "k_proj", "v_proj"))  # [5, 4] each
+    future = torch.ones(5, 5, dtype=torch.bool).triu(1)
+    heads = []
+    for h in range(2):  # head h owns columns 2h, 2h+1
+        s = q[:, 2 * h:2 * h + 2] @ k[:, 2 * h:2 * h + 2].T / math.sqrt(2)
+        heads.append(torch.softmax(s.masked_fill(future, float("-inf")), -1) @ v[:, 2 * h:2 * h + 2])
+    by_hand = torch.cat(heads, -1) @ weights["o_proj"].T
+    # float32, a 5-key softmax and 4-term products: a few ulps
+    torch.testing.assert_close(out[0], by_hand, atol=1e-6, rtol=1e-6)
+    assert probs[0, 0, 4, [0, 4]].sum() > 0.8 and probs[0, 1, 4, 2] > 0.6  # 月 finds 月; ， for head 1
+
+
+def test_explicit_path_and_blockwise_attention_match_sdpa():
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 37, 8, generator=g) for _ in range(3))
+    sdpa = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    # both are float32 softmax(QK^T/sqrt d)V in a different order of summation: ~1e-6
+    for block in (1, 5, 16, 64):
+        torch.testing.assert_close(lab.blockwise_attention(q, k, v, block), sdpa, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(lab.explicit_path(q, k, v), sdpa, atol=1e-5, rtol=1e-5)
+    k2, v2 = k[:, :2], v[:, :2]  # GQA: 4 query heads, 2 KV heads
+    gqa = torch.nn.functional.scaled_dot_product_attention(q, k2, v2, is_causal=True, enable_gqa=True)
+    torch.testing.assert_close(lab.explicit_path(q, k2, v2), gqa, atol=1e-5, rtol=1e-5)
+    # queries the last 3 of 37 keys (a cache): blockwise uses the bottom rows of the triangle
+    full = lab.blockwise_attention(q, k, v, 8)
+    torch.testing.assert_close(lab.blockwise_attention(q[:, :, -3:], k, v, 8), full[:, :, -3:],
+                               atol=1e-5, rtol=1e-5)
+
+
+def test_decode_step_traffic_counts():
+    flops_mha, bytes_mha = lab.decode_step_traffic(8, 8, 96, 4096)
+    flops_gqa, bytes_gqa = lab.decode_step_traffic(8, 4, 96, 4096)
+    assert flops_mha == flops_gqa == 4 * 4096 * 8 * 96 and bytes_gqa * 2 == bytes_mha
+    _, copied = lab.decode_step_traffic(8, 4, 96, 4096, copy=True)
+    assert copied == bytes_gqa * 5  # read the cache, write twice its size, read that again
+
+
+def test_head_verdict_says_near_chance():
+    chances = {"same token": 0.10, "previous token": 0.08}
+    assert lab.head_verdict({"same token": 0.12, "previous token": 0.09}, chances).startswith("near chance")
+    assert lab.head_verdict({"same token": 0.75, "previous token": 0.03}, chances).startswith("same token")
+
+
+def test_ablated_heads_zero_a_head_and_restore():
+    model = tiny_model()
+    ids = torch.randint(0, 320, (1, 7), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        before = model(ids).logits
+        with lab.ablated_heads(model, {0: [1]}):
+            ablated = model(ids).logits
+        after = model(ids).logits
+    assert not torch.allclose(before, ablated) and torch.equal(before, after)
+
+
+def test_explain_attention_miss_names_the_cause():
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(1, 4, 5, 8, generator=g)
+    k, v = torch.randn(1, 2, 5, 8, generator=g), torch.randn(1, 2, 5, 8, generator=g)
+    expected = lab.explicit_path(q, k, v)
+    assert lab.explain_attention_miss(expected.clone(), expected) is None
+    k_rep, v_rep = k.repeat_interleave(2, 1), v.repeat_interleave(2, 1)
+    unmasked = torch.softmax(q @ k_rep.transpose(-2, -1) / math.sqrt(8), -1) @ v_rep  # no mask
+    assert "earlier queries" in lab.explain_attention_miss(unmasked, expected)
+    swapped = torch.cat([expected[:, :1], lab.explicit_path(q, k.flip(1), v.flip(1))[:, 1:]], 1)
+    assert "which key/value head" in lab.explain_attention_miss(swapped, expected)
