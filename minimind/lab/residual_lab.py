@@ -1,16 +1,103 @@
 """What chapter 7 measures: what each sub-layer writes into the residual stream, how gradients cross the depth of
-a Pre-Norm, a Post-Norm and a residual-free stack (the Jacobian argument, numerically), and the logit lens.
+a Pre-Norm, a Post-Norm and a residual-free stack (the Jacobian argument, numerically), the logit lens and the
+direct logit attribution of each write.
 
 Pure functions: they take a model or a recorded stream (`probes.record_residual_stream`) and return tensors; the
-figure functions only draw them.
+figure functions (`block_diagram`, `guess_grid_figure`) only draw.
 """
 import torch
 import torch.nn.functional as F
 
 from ..training.train import batches, param_groups
+from . import diagram
 from .probes import rms
 
 NORMS = ("input_layernorm", "post_attention_layernorm")  # the two RMSNorms of every block, in forward order
+
+
+# --- the mechanism, drawn (chapter 7, the opening) ---------------------------------------------------------
+
+def block_diagram(config, batch="B", seq="S"):
+    """One block of `config` in MiniMind's Pre-Norm order (left) and in the 2017 Post-Norm order (right).
+
+    Chapter 7's mechanism picture: the residual stream runs down the left of each panel; in Pre-Norm the
+    norms sit on the branches (the copies the sub-layers read), in Post-Norm on the stream itself.
+    """
+    import matplotlib.pyplot as plt
+    with plt.rc_context({"font.family": ["DejaVu Sans"]}):  # no Chinese here; DejaVu has ₁ ₂ →
+        fig, ax = diagram.canvas(7, 5.0)
+        _draw_pre_norm(ax, config, batch, seq)
+        _draw_post_norm(ax)
+        ax.set_title(f"One MiniMind block (hidden {config.hidden_size}, "
+                     f"× {config.num_hidden_layers}): Pre-Norm and Post-Norm", fontsize=11)
+        fig.tight_layout()
+    return fig
+
+
+def _sublayer_texts(c):
+    attn = f"self_attn\n{c.num_attention_heads} query / {c.num_key_value_heads} KV heads of {c.head_dim}"
+    if c.use_moe:
+        mlp = f"mlp (MoE)\ntop-{c.num_experts_per_tok} of {c.num_experts} experts"
+    else:
+        mlp = f"mlp (SwiGLU)\n{c.hidden_size} → {c.intermediate_size} → {c.hidden_size}"
+    return attn, mlp
+
+
+def _branch(ax, x_stream, x_mid, y_from, y_box):
+    """A wire from the stream at height y_from across to x_mid, then an arrow down to a box top."""
+    diagram.line(ax, [(x_stream, y_from), (x_mid, y_from)])
+    diagram.arrow(ax, (x_mid, y_from), (x_mid, y_box + 0.6))
+
+
+def _write_back(ax, x_stream, x_mid, y_from, y_add):
+    """From a sub-layer's bottom down to y_add, then an arrow into the + on the stream."""
+    diagram.line(ax, [(x_mid, y_from - 0.5), (x_mid, y_add)])
+    diagram.arrow(ax, (x_mid, y_add), (x_stream + 2.2, y_add))
+    diagram.node(ax, x_stream, y_add)
+
+
+def _draw_pre_norm(ax, c, batch, seq):
+    xs, x0, w, mid = 6, 12.5, 32, 28.5  # stream x, boxes from x0, width w, centre mid
+    attn, mlp = _sublayer_texts(c)
+    diagram.note(ax, 1, 68.5, "Pre-Norm (MiniMind):  x + F(N(x))", size=10, colour=diagram.INK)
+    diagram.line(ax, [(xs, 66), (xs, 4.5)], lw=2.4, zorder=0)
+    diagram.arrow(ax, (xs, 5), (xs, 2.2), lw=2.4)
+    diagram.shape(ax, xs + 1.5, 64.5, f"x  [{batch}, {seq}, {c.hidden_size}]  the residual stream")
+    _branch(ax, xs, mid, 61, 57.5)
+    diagram.box(ax, x0, 53.5, w, 4, "input_layernorm (N₁)", "norm")
+    diagram.arrow(ax, (mid, 53), (mid, 50.6))
+    diagram.box(ax, x0, 42, w, 8, attn, "attn")
+    _write_back(ax, xs, mid, 42, 38)
+    diagram.note(ax, xs + 3, 35.5, "h = x + Attn(N₁(x))")
+    _branch(ax, xs, mid, 31.5, 28)
+    diagram.box(ax, x0, 24, w, 4, "post_attention_layernorm (N₂)", "norm", size=9)
+    diagram.arrow(ax, (mid, 23.5), (mid, 21.1))
+    diagram.box(ax, x0, 12.5, w, 8, mlp, "ffn")
+    _write_back(ax, xs, mid, 12.5, 8.5)
+    diagram.note(ax, xs + 3, 6, "out = h + MLP(N₂(h))")
+    diagram.note(ax, x0 + w + 1.5, 47.5, "sub-layers\nread a\nnormalised\ncopy")
+    diagram.note(ax, x0 + w + 1.5, 31.5, "their writes\nare added to\nthe stream\nas it is")
+    diagram.note(ax, xs + 3, 1.5, "next block; after the last: norm (final), lm_head")
+
+
+def _draw_post_norm(ax):
+    xs, x0, w = 67, 77, 21
+    mid = x0 + w / 2
+    ax.plot([60.5, 60.5], [3, 70], color="#bbbbbb", lw=0.8)
+    diagram.note(ax, 62, 68.5, "Post-Norm (2017):  N(x + F(x))", size=10, colour=diagram.INK)
+    diagram.line(ax, [(xs, 66), (xs, 4.5)], lw=2.4, zorder=0)  # under the norms drawn on it
+    diagram.arrow(ax, (xs, 5), (xs, 2.2), lw=2.4)
+    diagram.shape(ax, xs + 1.5, 64.5, "x")
+    _branch(ax, xs, mid, 61, 57.5)
+    diagram.box(ax, x0, 49.5, w, 8, "self_attn\nreads x itself", "attn")
+    _write_back(ax, xs, mid, 49.5, 45)
+    diagram.box(ax, xs - 5, 36, 10, 4.5, "N₁", "norm")
+    diagram.note(ax, xs + 6, 38.2, "on the stream")
+    _branch(ax, xs, mid, 31.5, 28)
+    diagram.box(ax, x0, 20, w, 8, "mlp", "ffn")
+    _write_back(ax, xs, mid, 20, 15.5)
+    diagram.box(ax, xs - 5, 7, 10, 4.5, "N₂", "norm")
+    diagram.note(ax, 62, 1.5, "every path down crosses 2 norms")
 
 
 # --- the residual stream as a shared workspace ---------------------------------------------------------------
@@ -127,7 +214,7 @@ def train_recording(model, rows, steps: int, lr: float, batch_size: int = 4, see
 
 def lens_labels(num_layers: int) -> list[str]:
     """Names of the points the lens reads: the embedding, then the output of each block."""
-    return ["embedding"] + [f"after layer {i}" for i in range(num_layers)]
+    return ["embedding"] + [f"after block {i}" for i in range(num_layers)]
 
 
 @torch.no_grad()
@@ -170,6 +257,50 @@ def line_end_readings(model, stream, input_ids, characters_read, marks, line_len
         early.append(torch.isin(early_logits.argmax(-1), marks).float().mean())
     return {"right": torch.stack(right).cpu(), "p_mark": torch.stack(p_mark).cpu(), "early": torch.stack(early).cpu(),
             "positions": int(at_end.sum()), "positions_early": int(before.sum())}
+
+
+# --- direct logit attribution ----------------------------------------------------------------------------------
+
+def random_cosines(dim: int, pairs: int = 10_000, seed: int = 0) -> torch.Tensor:
+    """[pairs]: cosines between independent random Gaussian vectors of `dim` entries, the baseline for
+    chapter 7's write/stream cosines (mean 0, spread about 1/sqrt(dim))."""
+    generator = torch.Generator().manual_seed(seed)
+    a, b = torch.randn(2, pairs, dim, generator=generator)  # [pairs, dim] each
+    return F.cosine_similarity(a, b, dim=-1)
+
+
+def write_logit(model, write, final_stream, target_ids) -> torch.Tensor:
+    """[B, S]: one write's direct share in the logit of `target_ids` [B, S], against the average token.
+
+    The final norm is linear once its divisor is fixed: the divisor comes from the whole `final_stream`
+    [B, S, hidden] (the last block's output); each write [B, S, hidden] is scaled by it and the gain,
+    then dotted with the head's row of the target minus the mean row (the softmax ignores what every
+    logit gets alike). The shares of all writes add up to the logit minus the mean logit.
+    """
+    norm = model.model.norm
+    scale = torch.rsqrt(final_stream.float().pow(2).mean(-1, keepdim=True) + norm.eps)  # [B, S, 1]
+    head = model.lm_head.weight.float()  # [vocab, hidden]
+    rows = head[target_ids] - head.mean(0)  # [B, S, hidden]: target row minus the mean row
+    return (write.float() * scale * norm.weight.float() * rows).sum(-1)
+
+
+def stream_writes(stream) -> dict:
+    """name -> [B, S, hidden]: the embedding, then each block's attention and MLP write, in order."""
+    writes = {"embedding": stream[0]["input"]}
+    for i in sorted(stream):
+        writes[f"attention {i}"] = stream[i]["after_attention"] - stream[i]["input"]
+        writes[f"MLP {i}"] = stream[i]["output"] - stream[i]["after_attention"]
+    return writes
+
+
+@torch.no_grad()
+def direct_logit_attribution(model, stream, input_ids) -> dict:
+    """name -> [B, S - 1]: what each write (`stream_writes`) adds directly to the logit of the token that
+    really comes next, against the average token, through the final norm and the head (`write_logit`,
+    chapter 7's go-further exercise)."""
+    final = stream[max(stream)]["output"][:, :-1]  # [B, S - 1, hidden]: no next token after the last
+    targets = input_ids[:, 1:]
+    return {name: write_logit(model, w[:, :-1], final, targets) for name, w in stream_writes(stream).items()}
 
 
 def guess_grid_figure(probs, texts, row_labels, column_labels, title: str, actual=None, highlight=()):

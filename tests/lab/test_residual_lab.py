@@ -142,7 +142,7 @@ def test_logit_lens_last_point_is_the_models_logits(ids):
         by_hand = model.lm_head(model.model.norm(model.model.embed_tokens(ids)))
     assert torch.equal(lens[0], by_hand)  # exact: the same norm and head on the same embedding rows
     assert torch.equal(residual_lab.read_stream(model, stream[1]["output"]), lens[2])  # exact: the same read
-    assert residual_lab.lens_labels(3) == ["embedding", "after layer 0", "after layer 1", "after layer 2"]
+    assert residual_lab.lens_labels(3) == ["embedding", "after block 0", "after block 1", "after block 2"]
 
 
 def test_line_end_readings_match_the_full_lens():
@@ -198,4 +198,58 @@ def test_guess_grid_figure_draws_every_guess():
     drawn = [t.get_text() for t in ax.texts]
     assert sorted(drawn) == sorted(["a", "b", "c", "dd", "b", "z", "actual next"])  # guesses, then the actual row
     assert ax.images[0].get_clim() == (0, 1)
+    plt.close(fig)
+
+
+# --- direct logit attribution -----------------------------------------------------------------------------------
+
+def test_direct_logit_attribution_adds_up_to_the_next_token_logits(ids):
+    """The final norm is linear once its divisor is fixed: the writes' shares sum to the model's logit."""
+    model = tiny_model(num_hidden_layers=3)
+    stream, out = recorded(model, ids)
+    shares = residual_lab.direct_logit_attribution(model, stream, ids)
+    assert list(shares) == ["embedding"] + [f"{kind} {i}" for i in range(3) for kind in ("attention", "MLP")]
+    assert all(v.shape == (ids.shape[0], ids.shape[1] - 1) for v in shares.values())
+    logits = out.logits[:, :-1]
+    # [B, S - 1]: the next token's logit against the mean logit
+    logit = logits.gather(-1, ids[:, 1:, None])[..., 0] - logits.mean(-1)
+    # seven float32 dot products summed vs one matmul of the summed stream: ulps of logits ~1 (~1e-6)
+    torch.testing.assert_close(sum(shares.values()), logit, atol=1e-5, rtol=1e-5)
+
+
+def test_write_logit_of_the_whole_stream_is_the_models_logit(ids):
+    """Independent: the whole final stream as one 'write' is read exactly as the model reads it."""
+    model = tiny_model(num_hidden_layers=2)
+    stream, out = recorded(model, ids)
+    final = stream[1]["output"]
+    got = residual_lab.write_logit(model, final, final, ids)  # [B, S]: for the input token itself
+    expected = out.logits.gather(-1, ids[..., None])[..., 0] - out.logits.mean(-1)
+    # an elementwise product and sum vs RMSNorm then the head's matmul: float32 ulps (~1e-6 here)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    # linear in the write: twice the write, twice the share (the divisor comes from the final stream only)
+    torch.testing.assert_close(residual_lab.write_logit(model, 2 * final, final, ids), 2 * got,
+                               atol=1e-5, rtol=1e-5)
+
+
+def test_random_cosines_are_centred_with_spread_one_over_root_dim():
+    cosines = residual_lab.random_cosines(256, pairs=20_000, seed=0)
+    assert cosines.shape == (20_000,)
+    # the mean of 20,000 cosines of spread 1/16 has a standard error of 4.4e-4: 5 of them allowed
+    assert abs(cosines.mean().item()) < 2.2e-3
+    # the spread is 1/sqrt(dim) up to O(1/dim) corrections and a sampling error of ~0.5%: 3% allowed
+    assert cosines.std().item() == pytest.approx(1 / 16, rel=0.03)
+    assert torch.equal(cosines, residual_lab.random_cosines(256, pairs=20_000, seed=0))  # exact: seeded
+
+
+def test_block_diagram_draws_the_configs_sizes():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import minimind
+    fig = residual_lab.block_diagram(minimind.MiniMindConfig())
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert any("8 query / 4 KV heads of 96" in t for t in texts)
+    assert any("768 → 2432 → 768" in t for t in texts)
+    assert all(t.get_fontsize() >= 9 for t in fig.axes[0].texts)
+    assert fig.get_size_inches()[0] == 7
     plt.close(fig)
