@@ -80,7 +80,8 @@ def check(answer_fn, reference_fn, cases, atol=1e-5, rtol=1e-4, name=None, hints
     per miss (`hint=` is a single hint). `forbid`: package functions the reader must not hand in or
     call; `without`: dotted names (`"torch.softmax"`) the answer must not call. `explain(got,
     expected)`: the miss in the exercise's own terms ("row 1: you keep 4 tokens, the package 5"), or
-    None to fall back on the first differing entry.
+    None to fall back on the first differing entry; or (message, hint) to give the hint that fits
+    this mistake instead of the next one in `hints`.
     """
     name = name or getattr(answer_fn, "__name__", "your function")
     hints = list(hints) + ([hint] if hint else [])
@@ -108,10 +109,14 @@ def check(answer_fn, reference_fn, cases, atol=1e-5, rtol=1e-4, name=None, hints
         if _unanswered(got):
             _fail(name, f"{name} is not written yet: replace the `...` or `None` with your answer.", [])
         problem = _mismatch(got, expected, atol, rtol)
+        chosen = None
         if problem and explain is not None and not graded():
-            problem = _explained(explain, got, expected) or problem
+            explained = _explained(explain, got, expected)
+            if isinstance(explained, tuple):  # (message, the hint that fits this mistake)
+                explained, chosen = explained
+            problem = explained or problem
         if problem:
-            _fail(name, f"{where}: {problem}", hints, case, notes)
+            _fail(name, f"{where}: {problem}", hints, case, notes, chosen)
     _failures.pop(name, None)
     every = f" on all {len(cases)} cases" if len(cases) > 1 else ""
     print(f"✓ {name} matches the package{every}." + "".join(f"\n  note: {n}" for n in notes[:3]))
@@ -153,13 +158,16 @@ def _named(name, value) -> str:
     return f"{name}={_describe(value)}"
 
 
-def _fail(name, message, hints, case=None, notes=()):
-    """Raise NotYet with the message, the failing case's hint and the next of the exercise's hints."""
+def _fail(name, message, hints, case=None, notes=(), chosen=None):
+    """Raise NotYet with the message, the failing case's hint and the next of the exercise's hints
+    (or the hint `explain` chose for this very mistake)."""
     lines = ["✗ " + message]
     lines += [f"  note: {n}" for n in list(notes)[:3]]
     if case is not None and case.hint and not (case.hidden and graded()):
         lines.append(f"  About this case: {case.hint}")
-    if hints:
+    if chosen:
+        lines.append(f"  Hint: {chosen}")
+    elif hints:
         shown = _failures.get(name, 0)
         _failures[name] = shown + 1
         k = min(shown, len(hints) - 1)
@@ -340,6 +348,13 @@ def _mismatch(got, expected, atol, rtol, what="the answer"):
     return None if got == expected else f"{what} does not match the package's ({_describe(got)} is not it)"
 
 
+def _number(x) -> str:
+    """1,474,560 for a count, 0.5472 for a float: never 1.47456e+06 for an integer."""
+    if isinstance(x, int) or (float(x).is_integer() and abs(x) < 1e15):
+        return f"{int(x):,}"
+    return f"{x:.6g}"
+
+
 def _tensor_mismatch(got, expected, atol, rtol, what):
     if not torch.is_tensor(got):
         return f"{what} should be a tensor, not a {type(got).__name__}"
@@ -361,9 +376,9 @@ def _number_mismatch(got, expected, atol, rtol, what):
     if abs(got - expected) <= atol + rtol * abs(expected):
         return None
     if graded():  # no direction: a numeric answer must not be found by bisection
-        return f"{what} ({got:g}) is not the package's value"
+        return f"{what} ({_number(got)}) is not the package's value"
     ratio = got / expected if expected else float("inf")
-    yours = f"{what} ({got:g})"  # the reader's own value, never the package's
+    yours = f"{what} ({_number(got)})"  # the reader's own value, never the package's
     if expected and abs(ratio - round(ratio)) < 1e-6 and round(ratio) > 1:
         return f"{yours} is {round(ratio)}× too large: something is counted more than once"
     if expected and got and abs(1 / ratio - round(1 / ratio)) < 1e-6 and round(1 / ratio) > 1:

@@ -200,3 +200,17 @@ def test_a_case_of_settings_is_described_by_its_settings():
     assert "case 1 (c=dict with head_dim=128, num_key_value_heads=8)" in out
     out = miss(lambda c: 1, lambda c: 2, [(MiniMindConfig(hidden_size=512),)], name="c")
     assert "case 1 (c=a config with " in out and "hidden_size=512" in out
+
+
+def test_a_count_is_printed_as_a_count():
+    assert "the answer (1,474,560) is too small" in miss(lambda: 1474560, lambda: 2e6, [()], name="n")
+    assert "the answer (0.125) is 4× too small" in miss(lambda: 0.125, lambda: 0.5, [()], name="f")
+
+
+def test_explain_may_choose_the_hint_that_fits_the_mistake():
+    def diagnose(got, expected):
+        return "every head differs: not the head mapping", "check the scale of the scores"
+
+    out = miss(lambda x: x, reference, [(torch.ones(2),)], name="heads", hints=["shapes first"],
+               explain=diagnose)
+    assert "every head differs" in out and "Hint: check the scale" in out and "shapes first" not in out
