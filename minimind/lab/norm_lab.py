@@ -55,6 +55,39 @@ def rms_and_layer_norm(x: torch.Tensor, eps: float = 1e-6) -> tuple[torch.Tensor
     return RMSNorm(d, eps=eps)(x.float()), layer_norm(x.float())
 
 
+# --- the trained model without its norms' division ---------------------------------------------------------
+
+@torch.no_grad()
+def norm_inputs_and_output(model, input_ids):
+    """One forward pass scored on itself: ({norm name: RMS of each vector it reads}, the output).
+
+    Block norms read one vector per token, QK-Norms one per token and head (flattened). The output
+    carries `.loss` and `.logits`, so chapter 2 reuses this pass as the trained model's score.
+    """
+    from .probes import rms
+    seen, handles = {}, []
+    for name, module in model.named_modules():
+        if isinstance(module, RMSNorm):
+            handles.append(module.register_forward_hook(
+                lambda m, args, out, name=name: seen.__setitem__(name, rms(args[0]).flatten().cpu())))
+    try:
+        out = model(input_ids, labels=input_ids)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return seen, out
+
+
+def prediction_sureness(logits: torch.Tensor) -> tuple[float, float]:
+    """(mean entropy in nats, mean probability of the top guess) of softmax(logits) over the vocab.
+
+    logits [..., V]: ln V and 1/V for a uniform guess, 0 and 1 for certainty (chapter 2).
+    """
+    log_p = torch.log_softmax(logits.double(), -1)  # [..., V]
+    entropy = -(log_p.exp() * log_p).sum(-1)
+    return entropy.mean().item(), log_p.max(-1).values.exp().mean().item()
+
+
 # --- the go-further experiment: LayerNorm's centring put back into every norm -------------------------------
 
 def centred(norm: RMSNorm):
@@ -143,23 +176,33 @@ def _draw_placement(ax, c, batch, seq):
     from matplotlib.patches import FancyBboxPatch
     ax.add_patch(FancyBboxPatch((x0 - 1, 14), w + 2, 50, boxstyle="round,pad=0.4,rounding_size=2",
                                 facecolor="none", edgecolor="#888888", lw=1.1, ls="--"))
-    diagram.note(ax, x0 + w, 62, f"block × {L}", ha="right", size=9.5, colour=diagram.INK)
+    diagram.note(ax, x0 + 1, 62, f"block × {L}", size=9.5, colour=diagram.INK)
+    # the residual stream runs down the right edge: each norm reads it, and each sub-layer's
+    # output is added back to the un-normalised stream at + (Pre-Norm, chapter 7)
+    xs = x0 + w - 3
+    diagram.note(ax, xs + 1, 67.5, "residual stream", ha="right", size=9, colour=diagram.INK)
+    diagram.line(ax, [(xs, 66), (xs, 34.8)])
+    diagram.arrow(ax, (xs, 31.2), (xs, 12.5))
+    diagram.arrow(ax, (xs, 57), (x0 + 28.5, 57))  # the norm reads the stream
     diagram.box(ax, x0 + 1, 55, 27, 4, f"input_layernorm  [{d}]", "norm", size=9)
     diagram.arrow(ax, (x0 + 14.5, 54.5), (x0 + 14.5, 51.5))
-    diagram.box(ax, x0 + 1, 25.5, w - 2, 25.5, "", "attn")
+    diagram.box(ax, x0 + 1, 25.5, w - 10, 25.5, "", "attn")
     diagram.note(ax, x0 + 2, 48.8, "self_attn", size=9.5, colour=diagram.INK)
-    diagram.segments(ax, x0 + 3, 40, w - 6, 3.2, [D] * H, labels=[str(i) for i in range(H)],
-                     title=f"q_norm: {H} query heads, each over {D}")
-    diagram.segments(ax, x0 + 3, 31, (w - 6) * H_kv / H, 3.2, [D] * H_kv,
+    diagram.segments(ax, x0 + 3, 40, w - 14, 3.2, [D] * H, labels=[str(i) for i in range(H)],
+                     title=f"q_norm: {H} heads, each over {D}")
+    diagram.segments(ax, x0 + 3, 31, (w - 14) * H_kv / H, 3.2, [D] * H_kv,
                      labels=[str(i) for i in range(H_kv)],
                      title=f"k_norm: {H_kv} KV heads, each over {D}")
-    diagram.note(ax, x0 + 3, 28, f"one gain [{D}] per norm, before RoPE", size=9)
-    diagram.arrow(ax, (x0 + 14.5, 25), (x0 + 14.5, 21.5))
+    diagram.note(ax, x0 + 3, 28, f"one gain [{D}] each, before RoPE", size=9)
+    diagram.arrow(ax, (x0 + w - 8.6, 33), (xs - 1.8, 33))  # attention's output ...
+    diagram.node(ax, xs, 33, "+", r=1.8)  # ... joins the un-normalised stream
+    diagram.arrow(ax, (xs, 19), (x0 + 36.5, 19))
     diagram.box(ax, x0 + 1, 17, 35, 4, f"post_attention_layernorm  [{d}]", "norm", size=9)
-    diagram.note(ax, x0 + 1, 11.5, "then the feed-forward; after the last block:", size=9)
-    diagram.box(ax, x0 + 1, 3.5, 27, 4, f"norm (final)  [{d}]", "norm", size=9)
-    diagram.arrow(ax, (x0 + 28.8, 5.5), (x0 + 33, 5.5))
-    diagram.note(ax, x0 + 33.5, 5.5, "lm_head", size=9.5, colour=diagram.INK)
+    diagram.note(ax, x0 + 1, 11.6, "+ : output added to the raw stream (ch. 7)", size=9)
+    diagram.note(ax, x0 + 1, 8.8, "then the feed-forward; after the last block:", size=9)
+    diagram.box(ax, x0 + 1, 2, 27, 4, f"norm (final)  [{d}]", "norm", size=9)
+    diagram.arrow(ax, (x0 + 28.8, 4), (x0 + 33, 4))
+    diagram.note(ax, x0 + 33.5, 4, "lm_head", size=9.5, colour=diagram.INK)
 
 
 def sphere_figure(toy: torch.Tensor, stream: torch.Tensor, eps: float = 1e-6):
@@ -175,24 +218,28 @@ def sphere_figure(toy: torch.Tensor, stream: torch.Tensor, eps: float = 1e-6):
     r = math.sqrt(3)
     u, v = np.meshgrid(np.linspace(0, 2 * np.pi, 25), np.linspace(0, np.pi, 13))
     ax.plot_wireframe(r * np.cos(u) * np.sin(v), r * np.sin(u) * np.sin(v), r * np.cos(v),
-                      color="#bbbbbb", lw=0.4)
+                      color="#cccccc", lw=0.35)
     t = np.linspace(0, 2 * np.pi, 200)  # the circle: the sphere cut by the plane sum(x) = 0
     a, b = np.array([1, -1, 0]) / np.sqrt(2), np.array([1, 1, -2]) / np.sqrt(6)
     circle = r * (np.outer(np.cos(t), a) + np.outer(np.sin(t), b))
+    disk = np.linspace(0, 2.4, 2)[:, None, None] * (np.cos(t)[None, :, None] * a
+                                                   + np.sin(t)[None, :, None] * b)
+    ax.plot_surface(*disk.transpose(2, 0, 1), color="tab:orange", alpha=0.12, lw=0)
     ax.plot(*circle.T, color="tab:orange", lw=1.5, label="LayerNorm's circle (in Σx = 0)")
-    ax.plot([0, 2.2], [0, 2.2], [0, 2.2], color="grey", lw=1, ls="--", label="mean direction (1, 1, 1)")
-    for x, y in zip(toy.numpy(), rms_out.numpy()):
-        ax.plot(*np.stack([x, y]).T, color="tab:green", lw=0.5, alpha=0.5)
-    ax.scatter(*toy.numpy().T, s=10, color="#555555", label="input x")
-    ax.scatter(*rms_out.numpy().T, s=14, color="tab:green", label="RMSNorm(x): radius √3")
-    ax.scatter(*ln_out.numpy().T, s=14, color="tab:orange", label="LayerNorm(x)")
+    ax.plot([-1.6, 1.6], [-1.6, 1.6], [-1.6, 1.6], color="#222222", lw=1.3, ls="--",
+            label="mean direction (1, 1, 1)", zorder=5)
+    for x, y in zip(toy.numpy(), rms_out.numpy()):  # each input moves along its own ray
+        ax.plot(*np.stack([np.zeros(3), x, y]).T, color="#2a7a2a", lw=0.9, alpha=0.8)
+    ax.scatter(*toy.numpy().T, s=14, color="#555555", label="input x")
+    ax.scatter(*rms_out.numpy().T, s=18, color="tab:green", label="RMSNorm(x): radius √3")
+    ax.scatter(*ln_out.numpy().T, s=18, color="tab:orange", label="LayerNorm(x)")
     ax.set(xlim=(-2.5, 2.5), ylim=(-2.5, 2.5), zlim=(-2.5, 2.5), xticks=[-2, 0, 2], yticks=[-2, 0, 2],
            zticks=[-2, 0, 2])
     ax.set_box_aspect((1, 1, 1))
     ax.set_xlabel("x₁", fontsize=9, labelpad=-6), ax.set_ylabel("x₂", fontsize=9, labelpad=-6)
     ax.set_zlabel("x₃", fontsize=9, labelpad=-6)
     ax.tick_params(labelsize=8, pad=-2)
-    ax.view_init(elev=28, azim=15)
+    ax.view_init(elev=12, azim=-30)
     ax.set_title("d = 3: where each norm sends x", fontsize=10)
     fig.legend(*ax.get_legend_handles_labels(), fontsize=9, loc="lower center", ncols=1,
                bbox_to_anchor=(0.25, 0.0), framealpha=0.9)

@@ -149,7 +149,7 @@ def _draw_architecture(fig, ax, c, batch, seq):
     y_norm1, y_attn, y_add1 = 85, 62.5, 57
     ax.plot([x_stream, x_branch + 14], [y_norm1 + 6.5, y_norm1 + 6.5], color="#333333", lw=1.2)
     arrow(x_branch + 14, y_norm1 + 6.5, x_branch + 14, y_norm1 + 4.6)
-    box(x_branch - 2, y_norm1, 32, 4.2, "input_layernorm (RMSNorm)", "norm", size=9.5)
+    box(x_branch - 6, y_norm1, 40, 4.2, "input_layernorm (RMSNorm)", "norm", size=9.5)
     arrow(x_branch + 14, y_norm1 - 0.5, x_branch + 14, y_attn + 17.6)
     attn_text = (f"self_attn  (grouped-query attention)\n"
                  f"q_proj {d} → {H * D}, split: [{batch}, {seq}, {H}, {D}]\n"
@@ -166,7 +166,7 @@ def _draw_architecture(fig, ax, c, batch, seq):
     y_norm2, y_ffn, y_add2 = 47.5, 33.5, 29.5
     ax.plot([x_stream, x_branch + 14], [y_norm2 + 6, y_norm2 + 6], color="#333333", lw=1.2)
     arrow(x_branch + 14, y_norm2 + 6, x_branch + 14, y_norm2 + 4.6)
-    box(x_branch - 2, y_norm2, 32, 4.2, "post_attention_layernorm", "norm", size=9.5)
+    box(x_branch - 6, y_norm2, 40, 4.2, "post_attention_layernorm (RMSNorm)", "norm", size=9.5)
     arrow(x_branch + 14, y_norm2 - 0.5, x_branch + 14, y_ffn + 8.6)
     ffn = (f"gate_proj, up_proj {d} → {c.intermediate_size}: [{batch}, {seq}, {c.intermediate_size}]\n"
            f"SiLU(gate) · up → down_proj {c.intermediate_size} → {d}")
@@ -326,14 +326,17 @@ def eps_figure(eps: float, groups: dict, losses: dict, uniform_loss: float, rms_
     marked. Axes are fixed, so frames for different eps compare (chapter 2)."""
     import matplotlib.pyplot as plt
     import numpy as np
-    fig, (ax, ax_loss) = plt.subplots(1, 2, figsize=(7, 2.9), width_ratios=[1.45, 1], layout="constrained")
+    fig, (ax, ax_loss) = plt.subplots(1, 2, figsize=(7, 3.6), width_ratios=[1.45, 1])
+    fig.subplots_adjust(left=0.09, right=0.985, bottom=0.33, top=0.92, wspace=0.5)  # fixed: same in every frame
     r = torch.logspace(np.log10(rms_range[0]), np.log10(rms_range[1]), 200)
     bins = np.logspace(np.log10(rms_range[0]), np.log10(rms_range[1]), 50)
     hist_ax = ax.twinx()
     for (label, values), colour in zip(groups.items(), ["tab:orange", "tab:green", "tab:purple", "tab:red"]):
         hist_ax.hist(values.clamp(*rms_range).numpy(), bins=bins, color=colour, alpha=0.45, label=label,
                      weights=np.full(len(values), 1 / len(values)))
-    hist_ax.set(ylim=(0, 1.0), yticks=[])
+    hist_ax.set(ylim=(0, 1.0), yticks=[0, 0.25, 0.5])  # a bar's height: its share of that group's vectors
+    hist_ax.set_ylabel("share of vectors (bars)", fontsize=9)
+    hist_ax.tick_params(labelsize=9)
     ax.plot(r, torch.ones_like(r), ":", color="grey", label="eps = 0")
     ax.plot(r, eps_response(r, eps), color="tab:blue", lw=2, label=f"eps = {eps:g}")
     ax.axvline(eps ** 0.5, color="tab:blue", lw=0.8, ls="--")
@@ -343,7 +346,8 @@ def eps_figure(eps: float, groups: dict, losses: dict, uniform_loss: float, rms_
     ax.tick_params(labelsize=9)
     ax.set_title("what the norm does to each size of input", fontsize=10)
     handles = ax.get_legend_handles_labels()[0] + hist_ax.get_legend_handles_labels()[0]
-    ax.legend(handles=handles, fontsize=9, loc="upper left", framealpha=0.9)
+    ax.legend(handles=handles, fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncols=2,
+              framealpha=0.9)  # below the axes: the curve's bend stays visible in every frame
     xs = sorted(losses)
     ax_loss.plot(xs, [losses[e] for e in xs], "o-", color="grey", ms=4)
     ax_loss.plot([eps], [losses[eps]], "o", color="tab:blue", ms=9)
@@ -369,15 +373,15 @@ def rotation_figure(query_pos: int, key_pos: int, freqs: torch.Tensor, pairs, sc
     """Arrows for a query (blue) and a key (orange) in several 2-D pairs, and their RoPE dot product in the title.
 
     q_start / k_start: the pairs' angles before rotation (default 0). curve = (distances, scores) adds a panel
-    plotting q·k against distance, with the current distance marked. At most 7.5 in wide with text >= 9 pt, so it
-    stays readable in the book's ~700 px column; a legend names the two arrows. The circles share one axes (with
-    quiver arrows): a widget draws a dozen of these figures.
+    plotting q·k against distance, with the current distance marked. 6.4 in wide (7.5 with the curve), text >= 9 pt:
+    render it about 700 px wide (dpi = 700 / width) for the book's column. A legend names the two
+    arrows. The circles share one axes (with quiver arrows): a widget draws a dozen of these figures.
     """
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
     q_start = torch.zeros(len(freqs)) if q_start is None else q_start
     k_start = torch.zeros(len(freqs)) if k_start is None else k_start
-    side, curve_width = (1.2 if curve is not None else 1.6), 2.5 * (curve is not None)  # inches
+    side, curve_width = (1.05 if curve is not None else 1.6), 3.3 * (curve is not None)  # inches
     arrows_width = side * len(pairs)
     width, height = arrows_width + curve_width, side + 1.2  # bottom 0.45 in: legend; top 0.75 in: titles
     fig = plt.figure(figsize=(width, height))

@@ -77,6 +77,7 @@ def test_norm_diagram_is_drawn_from_the_config():
     fig = norm_lab.norm_diagram(MiniMindConfig())
     words = " ".join(t.get_text() for t in _texts(fig))
     assert "768" in words and "96" in words and "33 norms" in words and "1e-06" in words
+    assert "residual stream" in words and "+" in words  # the skip path the norms read from
     assert min(t.get_fontsize() for t in _texts(fig) if t.get_text()) >= 9
     assert fig.get_size_inches()[0] == 7
     plt.close(fig)
@@ -88,3 +89,28 @@ def test_sphere_figure_draws_both_panels():
     fig = norm_lab.sphere_figure(torch.randn(10, 3), torch.randn(20, 32))
     assert len(fig.axes) == 2 and fig.get_size_inches()[0] == 7
     plt.close(fig)
+
+
+def test_norm_inputs_and_output_is_one_scored_pass_with_every_norm_seen():
+    model = _tiny_model()
+    torch.manual_seed(0)
+    ids = torch.randint(0, model.config.vocab_size, (2, 8))
+    seen, out = norm_lab.norm_inputs_and_output(model, ids)
+    with torch.no_grad():
+        again = model(ids, labels=ids)
+    assert out.loss.item() == again.loss.item()  # same weights, same input, same kernels: exact
+    assert len(seen) == 4 * 2 + 1  # two block norms and two QK-Norms per block, one final norm
+    heads = model.config.num_attention_heads
+    assert seen["model.layers.0.input_layernorm"].shape == (16,)  # one RMS per token
+    assert seen["model.layers.0.self_attn.q_norm"].shape == (16 * heads,)  # per token and head
+    assert not any(m._forward_hooks for m in model.modules())  # the hooks are gone
+
+
+def test_prediction_sureness_of_uniform_and_certain_predictions():
+    uniform = torch.zeros(3, 50)
+    entropy, top = norm_lab.prediction_sureness(uniform)
+    assert abs(entropy - math.log(50)) < 1e-12 and abs(top - 1 / 50) < 1e-12  # float64 inside
+    certain = torch.full((3, 50), -1e4)
+    certain[:, 7] = 0
+    entropy, top = norm_lab.prediction_sureness(certain)
+    assert entropy < 1e-12 and abs(top - 1) < 1e-12  # e^-1e4 underflows to 0 in float64
