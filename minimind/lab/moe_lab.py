@@ -1,7 +1,8 @@
 """Measurements behind chapter 6's figures: where the router's gradient comes from, who goes to which expert.
 
 Pure functions take token ids and router choices (from `probes.router_choices`) and return numbers or arrays;
-`gate_gradient_norms` runs autograd on a model; `routing_figure` only draws what the others computed.
+`gate_gradient_norms` runs autograd on a model; `short_run` trains a tiny one for a few steps;
+`moe_diagram` and `routing_figure` only draw.
 """
 import math
 import re
@@ -9,9 +10,74 @@ from contextlib import contextmanager
 
 import torch
 
+from ..moe import router_probabilities
+from .probes import router_choices, router_load
+
 # Paul Tol's "bright" scheme (colour-blind safe): expert e is always drawn in EXPERT_COLOURS[e].
 EXPERT_COLOURS = ["#4477AA", "#EE6677", "#228833", "#CCBB44", "#66CCEE", "#AA3377", "#BBBBBB", "#000000"]
 LIGHT_COLOURS = {"#CCBB44", "#66CCEE", "#BBBBBB"}  # drawn with black text
+
+
+# --- the mechanism, drawn (chapter 6, the opening) ------------------------------------------------------------
+
+def _weight_rule(config) -> str:
+    """How the chosen experts' weights come from p, in words for the diagram."""
+    if not config.norm_topk_prob:
+        return "w = p (not renormalised)"
+    if config.num_experts_per_tok == 1:
+        return "w = p / p = 1 (top-1, renormalised)"
+    return f"w = p / (sum of the {config.num_experts_per_tok} kept p)"
+
+
+def moe_diagram(config, chosen: int = 0):
+    """One MoE layer as a data-flow diagram with `config`'s sizes: router, softmax, top-k, the chosen
+    SwiGLU experts, the weighted sum, and the load-balancing loss's two inputs (chapter 6).
+
+    `chosen`: the expert drawn as picked for the token (top-1); with top-k the next ones are too.
+    """
+    import matplotlib.pyplot as plt
+
+    from . import diagram as dg
+    d, E, k = config.hidden_size, config.num_experts, config.num_experts_per_tok
+    width, alpha = config.moe_intermediate_size, config.router_aux_loss_coef
+    picked = {(chosen + j) % E for j in range(k)}
+    kept = "its expert" if k == 1 else "their experts"
+    with plt.rc_context({"font.family": ["DejaVu Sans"]}):  # no Chinese here; DejaVu has Σ · →
+        fig, ax = dg.canvas(7, 6, title=f"One MoE layer (MiniMind default): {E} experts, "
+                                        f"top-{k}, hidden {d}")
+        dg.box(ax, 10, 78, 46, 4.2, f"x: one token's hidden vector [{d}]")
+        dg.arrow(ax, (33, 77.6), (33, 73.4))
+        dg.box(ax, 4, 68.5, 58, 4.5, f"router: gate = Linear {d} → {E}, no bias", "router")
+        dg.arrow(ax, (33, 68.1), (33, 64.4), text=f"logits [{E}]")
+        dg.box(ax, 4, 59.5, 58, 4.5, f"softmax over the experts: p [{E}], sums to 1", "router")
+        dg.arrow(ax, (33, 59.1), (33, 55.4))
+        dg.box(ax, 4, 50.5, 58, 4.5, f"top-k: keep the {k} largest p ({kept})", "router")
+        slot = 60 / E
+        for e in range(E):
+            x0, on = 3 + e * slot, e in picked
+            dg.box(ax, x0 + 0.8, 34, slot - 2.6, 8, f"expert {e}", "ffn",
+                   colour=None if on else "#f4f4f4", ls="-" if on else "--",
+                   edge="#555555" if on else "#aaaaaa")
+            if on:
+                dg.arrow(ax, (33, 50.1), (x0 + slot / 2 - 0.5, 42.6))
+                dg.arrow(ax, (x0 + slot / 2 - 0.5, 33.6), (33, 25.1))
+        dg.note(ax, 36, 46.5, "only the chosen run", size=9)
+        dg.note(ax, 22, 30.6, f"each: SwiGLU {d} → {width} → {d} (chapter 5)")
+        dg.line(ax, [(9.4, 80.1), (1, 80.1), (1, 38)], lw=1.0)
+        dg.arrow(ax, (1, 38), (3.4, 38), lw=1.0)
+        dg.note(ax, 1.6, 56, "x", size=10)
+        dg.box(ax, 4, 17.5, 58, 7, "weighted sum: y = Σ_chosen w_i · expert_i(x)\n"
+               + _weight_rule(config), "ffn")
+        dg.arrow(ax, (33, 17.1), (33, 12.5))
+        dg.shape(ax, 33, 10.5, f"y [{d}]: added to the residual stream", ha="center")
+        dg.box(ax, 71, 37, 27.5, 37, "load-balancing loss\n(training only,\n each layer)\n\n"
+               "over the N tokens:\nf_i: share routed\n   to expert i\nP_i: mean of p_i\n\n"
+               f"L = α · {E} · Σ f_i P_i\nα = {alpha:g}", "loss", align="left")
+        dg.arrow(ax, (62.6, 61.75), (70.4, 61.75))
+        dg.note(ax, 66.5, 63.6, "P", ha="center", colour=dg.INK)
+        dg.arrow(ax, (62.6, 52.75), (70.4, 52.75))
+        dg.note(ax, 66.5, 54.6, "f", ha="center", colour=dg.INK)
+    return fig
 
 
 # --- where the router learns from ------------------------------------------------------------------------------
@@ -48,6 +114,18 @@ def gate_gradients(model, input_ids) -> dict[str, list]:
         model.train(was_training)
 
 
+def balance_logit_gradient(router_logits, num_experts: int, top_k: int) -> torch.Tensor:
+    """The load-balancing loss's gradient at the logits [N, E], in closed form (chapter 6):
+
+    d(E · Σ_i f_i P_i) / dz_j(t) = (E / N) · p_j(t) · (f_j − Σ_i f_i p_i(t)), with f the loads summed
+    over the top-k slots (a count: no gradient) and p the softmax. Compared with autograd in the chapter.
+    """
+    p = router_probabilities(router_logits)  # [N, E]
+    choices = torch.topk(p, k=top_k, dim=-1).indices  # [N, k]
+    f = torch.nn.functional.one_hot(choices, num_experts).float().mean(0).sum(0)  # [E]
+    return num_experts / p.shape[0] * p * (f - (p * f).sum(-1, keepdim=True))  # [N, E]
+
+
 def gate_gradient_norms(model, input_ids) -> dict[str, list[float]]:
     """The norms of gate_gradients per loss term and layer (0.0 where no gradient arrives)."""
     return {term: [0.0 if g is None else g.norm().item() for g in grads]
@@ -72,6 +150,25 @@ def router_inputs(model, input_ids):
         for handle in handles:
             handle.remove()
     return out, [captured[i] for i in sorted(captured)]
+
+
+def short_run(make_model, batches, lr: float = 3e-3) -> torch.Tensor:
+    """Train a fresh `make_model()` one AdamW step per batch of `batches` [T, B, S] on out.loss (the LM
+    loss plus, in training mode, the balancing term); returns each MoE layer's load per expert, read
+    before every step [T, layers, E] (chapter 6, Exercise 6: what α = 0 does to the routers).
+    """
+    model = make_model().train()
+    c = model.config
+    optimiser = torch.optim.AdamW(model.parameters(), lr=lr)  # defaults otherwise
+    shares = []
+    for ids in batches:
+        out = model(ids, labels=ids, output_router_logits=True)
+        shares.append(torch.stack([router_load(router_choices(r.detach(), c.num_experts_per_tok)[1],
+                                               c.num_experts) for r in out.router_logits]))  # [layers, E]
+        out.loss.backward()
+        optimiser.step()
+        optimiser.zero_grad()
+    return torch.stack(shares)
 
 
 # --- who goes where -----------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from minimind.lab import moe_lab
-from minimind.lab.probes import router_choices
+from minimind.lab.probes import router_choices, router_load
 from model_helpers import random_ids, tiny_model
 
 
@@ -170,3 +170,49 @@ def test_share_history_figure_keeps_every_loss_point_and_draws_the_reference_ban
     assert low < 5.4 and high > 7.0  # the early point and the band are both inside (0.05 of room each side)
     assert [t.get_text() for t in loss.get_legend().get_texts()] == ["dense"]
     plt.close(fig)
+
+
+# --- the mechanism diagram, the balancing gradient, the short run (chapter 6) --------------------------------
+
+def test_moe_diagram_draws_every_expert_and_the_config_sizes():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import minimind
+    for k, norm in ((1, True), (2, True), (1, False)):
+        config = minimind.MiniMindConfig(use_moe=True, num_experts_per_tok=k, norm_topk_prob=norm)
+        fig = moe_lab.moe_diagram(config)
+        texts = " ".join(t.get_text() for t in fig.axes[0].texts)
+        assert all(f"expert {e}" in texts for e in range(config.num_experts))
+        assert f"Linear {config.hidden_size} → {config.num_experts}" in texts
+        assert f"{config.hidden_size} → {config.moe_intermediate_size} → {config.hidden_size}" in texts
+        assert f"top-{k}" in fig.axes[0].get_title()
+        assert ("p / p = 1" in texts) == (k == 1 and norm)
+        plt.close(fig)
+
+
+@pytest.mark.parametrize("top_k", [1, 2])
+def test_balance_logit_gradient_matches_autograd(top_k):
+    from minimind.moe import load_balancing_loss
+    torch.manual_seed(0)
+    z = (torch.randn(300, 4) * 2).requires_grad_()
+    load_balancing_loss(z, 4, top_k).backward()
+    closed = moe_lab.balance_logit_gradient(z.detach(), 4, top_k)
+    # float32 sums over 300 tokens: rounding at ~1e-7 of the largest entry; 1e-5 leaves room
+    assert torch.allclose(z.grad, closed, atol=1e-5 * closed.abs().max().item(), rtol=0)
+    assert closed.sum(-1).abs().max() < 1e-7  # exact in real numbers: a softmax gradient sums to 0
+
+
+def test_short_run_records_the_loads_before_each_step_and_is_deterministic():
+    def make():
+        torch.manual_seed(0)
+        return tiny_model(use_moe=True)
+    batches = torch.stack([random_ids(2, 8, seed=s) for s in range(3)])  # [T, B, S]
+    loads = moe_lab.short_run(make, batches, lr=1e-2)
+    assert loads.shape == (3, 2, 4)
+    assert torch.allclose(loads.sum(-1), torch.ones(3, 2))  # shares: each layer's sum is 1
+    model = make().train()  # the first row is the untrained model's routing
+    out = model(batches[0], labels=batches[0], output_router_logits=True)
+    first = torch.stack([router_load(router_choices(r, 1)[1], 4) for r in out.router_logits])
+    assert torch.equal(loads[0], first)  # exact: the same model on the same batch
+    assert torch.equal(moe_lab.short_run(make, batches, lr=1e-2), loads)  # exact: seeded, CPU
