@@ -62,3 +62,10 @@ def test_the_package_guard_names_what_to_install():
     assert type(error).__name__ == "NeedsTheBooksPackage"
     assert error._render_traceback_() == [str(error)] and "pip install -r requirements.txt" in str(error)
     assert shell.run_cell(PACKAGE_GUARD).error_in_exec is None  # installed here: nothing happens
+
+
+def test_an_older_guard_is_replaced_not_doubled():
+    old = 'import importlib.util\n\nif importlib.util.find_spec("minimind") is None:\n    raise SystemExit'
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(old), nbformat.v4.new_code_cell("x")])
+    apply_form(nb)
+    assert [c.source for c in nb.cells] == [PACKAGE_GUARD, "x"]

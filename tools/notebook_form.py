@@ -36,9 +36,11 @@ if importlib.util.find_spec("minimind") is None:  # a chapter downloaded on its 
     class NeedsTheBooksPackage(Exception):
         def _render_traceback_(self):  # IPython shows this one line, no traceback
             return [str(self)]
-    raise NeedsTheBooksPackage("This chapter needs the book's package `minimind`: in a clone of the "
-                               "book's repository run `pip install -r requirements.txt` (README), "
-                               "then restart the kernel.")"""
+    raise NeedsTheBooksPackage(
+        "This chapter needs the book's package `minimind`: in a clone of the book's "
+        "repository run `pip install -r requirements.txt` (README), then restart "
+        "the kernel.")"""
+GUARD_START = 'import importlib.util\n\nif importlib.util.find_spec("minimind") is None:'
 GUARD_TAGS = ["remove-cell"]
 ADMONITION = re.compile(r":::+\{admonition\}\s*(?P<title>[^\n]*)\n(?::class:[^\n]*\n)?(?P<body>.*?)\n:::+",
                         re.DOTALL)
@@ -77,7 +79,8 @@ def _first_code(nb):
 
 def _ensure_guard(nb):
     first = _first_code(nb)
-    if first is not None and nb.cells[first].source == PACKAGE_GUARD:
+    if first is not None and nb.cells[first].source.startswith(GUARD_START):  # this or an older one
+        nb.cells[first].source = PACKAGE_GUARD
         nb.cells[first].metadata["tags"] = list(GUARD_TAGS)
         return
     guard = nbformat.v4.new_code_cell(PACKAGE_GUARD, metadata={"tags": list(GUARD_TAGS)})
