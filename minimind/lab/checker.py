@@ -365,6 +365,8 @@ def _tensor_mismatch(got, expected, atol, rtol, what):
         return f"{what} has shape {list(got.shape)}: dimension {wrong[0]} has the wrong size"
     if got.dtype != expected.dtype and got.is_floating_point() and expected.is_floating_point():
         return f"{what} has dtype {got.dtype}, but it should keep the input's dtype"
+    if expected.dtype == torch.bool and got.dtype != torch.bool:  # a mask: exactly
+        return f"{what} has dtype {got.dtype}; the package's is boolean (True/False)"
     return _first_difference(got, expected, atol, rtol, what)
 
 
@@ -383,4 +385,8 @@ def _number_mismatch(got, expected, atol, rtol, what):
         return f"{yours} is {round(ratio)}× too large: something is counted more than once"
     if expected and got and abs(1 / ratio - round(1 / ratio)) < 1e-6 and round(1 / ratio) > 1:
         return f"{yours} is {round(1 / ratio)}× too small: something is missing a factor"
-    return f"{yours} is too {'large' if got > expected else 'small'}"
+    side = "large" if got > expected else "small"
+    gap = abs(got - expected) / abs(expected) if expected else float("inf")
+    if gap < 0.05:  # close: say how close, or "50" against "49.94" reads like a match
+        return f"{yours} is {gap:.2%} too {side}: close, but not the package's value"
+    return f"{yours} is too {side}"

@@ -214,3 +214,8 @@ def test_explain_may_choose_the_hint_that_fits_the_mistake():
     out = miss(lambda x: x, reference, [(torch.ones(2),)], name="heads", hints=["shapes first"],
                explain=diagnose)
     assert "every head differs" in out and "Hint: check the scale" in out and "shapes first" not in out
+
+
+def test_a_near_miss_says_how_near():
+    out = miss(lambda: 50.0, lambda: 49.94, [()], name="scale")
+    assert "the answer (50) is 0.12% too large: close" in out
