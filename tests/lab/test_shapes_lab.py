@@ -3,8 +3,9 @@ import pytest
 import torch
 
 import minimind
-from minimind.lab.shapes_lab import (SHAPE_KEYS, explain_shapes, forward_shapes, line_end_by_line,
-                                     line_end_probability)
+from minimind.lab.shapes_lab import (SHAPE_KEYS, attention_merge, explain_shapes,
+                                     forward_shapes, line_end_by_line,
+                                     line_end_probability, param_gap, shared_palette)
 
 
 def test_forward_shapes_default_config():
@@ -30,6 +31,7 @@ def test_explain_names_key_and_axis_without_the_value():
     got = dict(expected, k_heads=[3, 7, 8, 96])
     message = explain_shapes(got, expected)
     assert "'k_heads'" in message and "axis 3" in message and "too large" in message
+    assert "own head count" in message  # this key's own pointer
     assert "4" not in message.replace("of 4", "")  # the package's 4 KV heads are not given away
     assert explain_shapes(expected, expected) is None
     assert "no entry" in explain_shapes({"embedding": [3, 7, 768]}, expected)
@@ -58,3 +60,50 @@ def test_line_end_probes_on_a_tiny_model():
     found = line_end_by_line(model, tok, ["abcde，fghij。", "abcdefg，hijklmn。"], after=5)
     assert [line for line, _ in found] == [1, 2, 1, 2]  # 5 characters read once per line
     assert found[0][1] == pytest.approx(p, abs=1e-6)  # the same prompt, the same probability
+
+
+def test_attention_merge_is_what_attention_feeds_o_proj():
+    torch.manual_seed(0)
+    config = minimind.MiniMindConfig(hidden_size=64, num_hidden_layers=1,
+                                     num_attention_heads=4, num_key_value_heads=2)
+    attn = minimind.attention.Attention(config).eval()
+    seen = {}
+    heads = attn.explicit_attention
+    attn.explicit_attention = lambda *a: seen.setdefault("heads", heads(*a))
+    attn.o_proj.register_forward_pre_hook(lambda m, args: seen.update(merged=args[0]))
+    from minimind.rope import precompute_freqs_cis
+    cos, sin = precompute_freqs_cis(config.head_dim, 5)
+    with torch.no_grad():
+        attn(torch.randn(2, 5, 64), (cos, sin), output_attentions=True)
+    out = seen["heads"][0]  # [2, 4, 5, 16]
+    assert torch.equal(attention_merge(out), seen["merged"])  # exact: the same line
+    transposed = out.transpose(1, 2).contiguous().transpose(1, 2)  # the other layout
+    assert torch.equal(attention_merge(transposed), seen["merged"])
+    assert not torch.equal(out.reshape(2, 5, 64), seen["merged"])  # the pitfall differs
+
+
+def test_param_gap_names_the_missing_piece():
+    config = minimind.MiniMindConfig()
+    twice = param_gap(config, 6400 * 768)  # the tied embedding counted twice
+    assert "one V × d matrix" in twice and "too many" in twice
+    no_qk_norm = param_gap(config, -8 * 96)
+    assert "QK-Norm" in no_qk_norm and "too few" in no_qk_norm
+    assert param_gap(config, 12345) is None and param_gap(config, 0) is None
+
+
+def test_shared_palette_keeps_one_colour_per_colour():
+    import io
+
+    from PIL import Image
+    frames = []
+    for colour in [(255, 0, 0), (0, 0, 255)]:
+        image = Image.new("RGB", (8, 4), (255, 255, 255))
+        image.paste(colour, (0, 0, 4, 4))  # half white, half one colour
+        buffer = io.BytesIO()
+        image.save(buffer, format="PNG")
+        frames.append(buffer.getvalue())
+    flat = shared_palette(frames, 4)
+    a, b = [Image.open(io.BytesIO(png)).convert("RGB") for png in flat]
+    white = (255, 255, 255)
+    assert a.getpixel((7, 0)) == b.getpixel((7, 0)) == white  # shared: alike
+    assert a.getpixel((0, 0)) == (255, 0, 0) and b.getpixel((0, 0)) == (0, 0, 255)
