@@ -3,6 +3,7 @@
 Pure functions return tensors or numbers and are tested in tests/lab/test_attention_lab.py; the figure functions
 only draw what those return. `attention_parts` reads a model's queries, keys and values with forward hooks.
 """
+import functools
 import io
 import math
 import time
@@ -172,7 +173,8 @@ def head_targets(input_ids: torch.Tensor, punctuation_ids, start_id: int = 1) ->
 
     previous token: key i-1; same token: key i; start: the <|im_start|> key; line opener: the most recent
     punctuation key strictly before the query, or the start token when no punctuation came yet (what opened the
-    current line).
+    current line); previous line's opener: the opener before that one (the mark that
+    opened the previous line).
     """
     bsz, seq_len = input_ids.shape
     pos = torch.arange(seq_len)
@@ -183,12 +185,16 @@ def head_targets(input_ids: torch.Tensor, punctuation_ids, start_id: int = 1) ->
         "start": is_start[:, None, :] & (pos[None, :] <= pos[:, None])[None],
     }
     is_opener = torch.isin(input_ids, torch.as_tensor(list(punctuation_ids))) | is_start
-    latest = torch.full((bsz,), -1)
+    latest, second = torch.full((bsz,), -1), torch.full((bsz,), -1)
     latest_before = torch.empty(bsz, seq_len, dtype=torch.long)
-    for i in range(seq_len):  # position of the most recent opener before query i (-1: none)
-        latest_before[:, i] = latest
+    second_before = torch.empty(bsz, seq_len, dtype=torch.long)
+    for i in range(seq_len):  # the two most recent openers before query i (-1: none)
+        latest_before[:, i], second_before[:, i] = latest, second
+        second = torch.where(is_opener[:, i], latest, second)
         latest = torch.where(is_opener[:, i], torch.full_like(latest, i), latest)
     targets["line opener"] = pos[None, None, :] == latest_before[:, :, None]
+    # the mark that opened the previous line (the line opener one line back)
+    targets["previous line's opener"] = pos[None, None, :] == second_before[:, :, None]
     return targets
 
 
@@ -212,29 +218,33 @@ def chance_score(target: torch.Tensor, allowed: torch.Tensor | None = None) -> f
 
 
 def attention_grid_figure(probs: list[torch.Tensor], tokens: list[str], marked: list[int], title: str):
-    """d2l-style grid: one heat map per layer (rows) and head (columns), probs[l] [H, S, S], colour 0..1 for all.
+    """d2l-style grid, a heat map per layer and head, probs[l] [H, S, S].
 
-    Only the positions in `marked` (e.g. the start token and the punctuation) get tick labels, token and position.
+    One colour scale, 0 to 1. Only the positions in `marked` (the start token and the
+    punctuation, say) get tick labels, token and position, on the outer panels only.
     """
     import matplotlib.pyplot as plt
     layers, heads = len(probs), probs[0].shape[0]
-    fig, axes = plt.subplots(layers, heads, figsize=(1.6 * heads + 1.2, 1.6 * layers + 0.6), sharex=True, sharey=True)
-    fig.subplots_adjust(left=0.12, right=0.86, bottom=0.1, top=0.9, wspace=0.08, hspace=0.08)
+    size = (1.6 * heads + 1.2, 1.6 * layers + 0.9)
+    fig, axes = plt.subplots(layers, heads, figsize=size, sharex=True, sharey=True)
+    fig.subplots_adjust(left=0.13, right=0.86, bottom=0.13, top=0.9, wspace=0.08,
+                        hspace=0.08)
+    labels = [f"{tokens[i]}{i}" for i in marked]
     for l in range(layers):
         for h in range(heads):
             ax = axes[l, h]
             image = ax.imshow(probs[l][h].float().numpy(), cmap="viridis", vmin=0, vmax=1)
-            ax.set_xticks(marked, [f"{tokens[i]}{i}" for i in marked], fontsize=9, rotation=90)
-            ax.set_yticks(marked, [f"{tokens[i]}{i}" for i in marked], fontsize=9)
+            ax.set_xticks(marked, labels, fontsize=11, rotation=90)  # shared: shown
+            ax.set_yticks(marked, labels, fontsize=11)  # on the outer panels only
             ax.tick_params(length=2, pad=1)
             if l == 0:
-                ax.set_title(f"head {h}", fontsize=10)
+                ax.set_title(f"head {h}", fontsize=11)
             if h == 0:
-                ax.set_ylabel(f"layer {l}", fontsize=10)
+                ax.set_ylabel(f"layer {l}", fontsize=11)
     fig.colorbar(image, cax=fig.add_axes([0.88, 0.25, 0.02, 0.5]), label="attention probability")
-    fig.text(0.49, 0.005, "key (looked at)", ha="center", fontsize=10)
-    fig.text(0.015, 0.49, "query (looking)", va="center", rotation=90, fontsize=10)
-    fig.suptitle(title, fontsize=11)
+    fig.text(0.49, 0.005, "key (looked at)", ha="center", fontsize=11)
+    fig.text(0.015, 0.49, "query (looking)", va="center", rotation=90, fontsize=11)
+    fig.suptitle(title, fontsize=12)
     return fig
 
 
@@ -630,24 +640,164 @@ def ablated_heads(model, heads: dict):
             handle.remove()
 
 
-def explain_attention_miss(got, expected) -> str | None:
-    """Exercise 5's feedback: the first head and query whose output differs, and what that suggests.
+def _attention_variant(q, k, v, mask="causal", dim=-1, scale=None, heads="interleave"):
+    """Attention with one of Exercise 5's likely mistakes (chapter 4a).
 
-    Heads and queries are counted from 0, like the chapter's heads. None when the shapes differ (the
-    checker's own message says so) or nothing differs.
+    mask: "causal" (bottom-right, the package's), "top-left" (tril() with no offset)
+    or "none"; the softmax over `dim`; scores divided by `scale` (default √D); KV
+    heads "interleave"d (kv0, kv0, kv1, …, the package's) or "tile"d (kv0, kv1, …).
+    """
+    n_rep = q.shape[1] // k.shape[1]
+    if heads == "tile":
+        k, v = k.repeat(1, n_rep, 1, 1), v.repeat(1, n_rep, 1, 1)  # [B, H, S_kv, D]
+    else:
+        k, v = k.repeat_interleave(n_rep, 1), v.repeat_interleave(n_rep, 1)
+    scale = scale or math.sqrt(q.shape[-1])
+    scores = q.double() @ k.double().transpose(-2, -1) / scale  # [B, H, S_q, S_kv]
+    q_len, kv_len = scores.shape[-2:]
+    if mask != "none":
+        offset = kv_len - q_len if mask == "causal" else 0
+        allowed = torch.ones(q_len, kv_len, dtype=torch.bool).tril(offset)
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    return torch.softmax(scores, dim=dim) @ v.double()  # [B, H, S_q, D]
+
+
+def _likely_mistakes(q_len, kv_len, head_dim, n_rep):
+    """(settings, message, hint) for Exercise 5's likely mistakes; specific first."""
+    cached = kv_len - q_len
+    return [
+        (dict(mask="top-left"),
+         "your output matches a mask aligned to the top-left corner (tril() without an "
+         "offset)",
+         f"the first of your {q_len} queries is the token at position {cached} "
+         f"(from 0), after {cached} cached keys: which keys may it see?"),
+        (dict(mask="none"),
+         "your output matches attention without a mask: every query also sees the keys "
+         "after it",
+         "the last query sees every key anyway; the earlier ones must not see later "
+         "keys"),
+        (dict(dim=-2),
+         "your output matches a softmax over the queries (dim=-2), not over the keys",
+         "each query's weights must add up to 1 over the keys it sees: which dimension "
+         "of [B, H, S_q, S_kv] holds the keys?"),
+        (dict(scale=1.0),
+         "your output matches scores that are not divided by √D",
+         f"section 3: the scores are divided by √D (D = {head_dim} here) before the "
+         "softmax"),
+        (dict(scale=float(head_dim)),
+         "your output matches scores divided by D instead of √D",
+         f"the scale is the square root of the head size, √{head_dim}, not {head_dim}"),
+        (dict(heads="tile"),
+         "your KV heads come in the order kv0, kv1, …, kv0, kv1, … (the whole list "
+         "repeated)",
+         f"each KV head serves {n_rep} neighbouring query heads: kv0, kv0, kv1, …"),
+    ]
+
+
+def explain_attention_miss(got, expected, q=None, k=None, v=None):
+    """Exercise 5's feedback (chapter 4a): (message, hint) naming the first head and
+    query that differ and, when the case's q, k, v are given, the likely mistake the
+    output reproduces. Counted from 1 in words; None when the shapes differ or nothing
+    differs.
     """
     if not torch.is_tensor(got) or got.shape != expected.shape:
         return None
-    close = torch.isclose(got.double(), expected.double(), atol=1e-4, rtol=1e-3).all(-1)  # [B, H, S_q]
-    if close.all():
+    close = torch.isclose(got.double(), expected.double(), atol=1e-4, rtol=1e-3).all(-1)
+    if close.all():  # close: [B, H, S_q]
         return None
     _, h, t = (int(i) for i in (~close).nonzero()[0])
-    where = f"query head {h}, query {t} (both counted from 0, as in the chapter) differs from the package's"
+    where = (f"query head {h + 1}, query {t + 1} (counted from 1) differs from the "
+             "package's")
     if torch.isnan(got).any():
-        return where + ": yours has NaN, as a query with no visible key would give"
+        return (where + ": yours has NaN, as a query with no visible key would give",
+                "fill −∞ where a query may *not* look; each query sees at least itself")
+    if q is not None:
+        n_rep = q.shape[1] // k.shape[1]
+        mistakes = _likely_mistakes(q.shape[2], k.shape[2], q.shape[-1], n_rep)
+        for settings, message, hint in mistakes:
+            variant = _attention_variant(q, k, v, **settings)
+            if torch.allclose(got.double(), variant, atol=1e-4, rtol=1e-3):
+                return f"{where}: {message}", hint
     if close[:, :, -1].all():
-        return where + "; the last query matches, so look at what the earlier queries may see"
-    matching = [i for i in range(close.shape[1]) if close[:, i].all()]
+        return (where + "; the last query matches, so look at what the earlier queries "
+                "may see",
+                "the last query sees every key anyway; the earlier ones must not see "
+                "later keys")
+    matching = [i + 1 for i in range(close.shape[1]) if close[:, i].all()]
     if matching:
-        return where + f"; head(s) {matching} match: which key/value head does head {h} read?"
-    return where + "; check the scale of the scores and the axis of the softmax"
+        heads = ", ".join(map(str, matching))
+        return (where + f"; query head(s) {heads} match: which key/value head does "
+                f"head {h + 1} read?",
+                "query head h reads KV head ⌊h / n_rep⌋ (counting from 0)")
+    return (where + "; compare one head and one query with step 4 of section 1",
+            "print your weights for one head: does each row add up to 1 over the keys?")
+
+
+def attention_feedback():
+    """(reference, explain) for chapter 4a's Exercise 5: the package's explicit path,
+    remembering each case's q, k, v, so that explain can test for the likely mistakes.
+    """
+    seen = {}
+
+    @functools.wraps(explicit_path)
+    def reference(q, k, v):
+        seen["qkv"] = (q, k, v)
+        return explicit_path(q, k, v)
+
+    def explain(got, expected):
+        return explain_attention_miss(got, expected, *seen.get("qkv", ()))
+
+    return reference, explain
+
+
+def explain_mask_miss(got, expected):
+    """Exercise 2's feedback (chapter 4a): (message, hint) for a boolean [q_len, kv_len]
+    mask; rows counted from 1."""
+    if not torch.is_tensor(got):
+        return None
+    if got.dtype != torch.bool:
+        dtype = str(got.dtype).replace("torch.", "")
+        return (f"your mask is {dtype}: the exercise asks for a boolean mask",
+                "make it with dtype=torch.bool (or compare: a == b gives booleans)")
+    if got.shape != expected.shape:
+        return None
+    wrong = (got != expected).any(-1)  # [q_len]
+    if not wrong.any():
+        return None
+    r = int(wrong.nonzero()[0])
+    q_len, kv_len = expected.shape
+    cached = kv_len - q_len
+    yours, theirs = int(got[r].sum()), int(expected[r].sum())
+    keys = "key" if yours == 1 else "keys"
+    message = (f"row {r + 1} (counted from 1; the token at position {cached + r} "
+               f"from 0): you allow {yours} {keys}, the package {theirs}")
+    if q_len < kv_len:
+        return message, (f"the first row is the token at position {cached} (from 0), "
+                         f"after {cached} cached keys: which keys may it see?")
+    return message, "a token sees itself and every key before it, nothing after"
+
+
+def explain_repeat_kv_miss(got, expected):
+    """Exercise 3's feedback (chapter 4a): which KV head the first wrong query head got,
+    counted from 1. The package's heads come in groups (kv0, kv0, kv1, …): a head of
+    `got` equal to one of the package's is named by that head's group."""
+    if not torch.is_tensor(got) or got.shape != expected.shape:
+        return None
+    heads = expected.shape[2]  # [B, S, H, D]
+    group, kv_of = -1, []
+    for i in range(heads):  # the KV head behind each of the package's query heads
+        group += i == 0 or not torch.equal(expected[:, :, i], expected[:, :, i - 1])
+        kv_of.append(group)
+    for h in range(heads):
+        if torch.equal(got[:, :, h], expected[:, :, h]):
+            continue
+        found = [kv_of[j] for j in range(heads)
+                 if torch.equal(got[:, :, h], expected[:, :, j])]
+        if not found:
+            return None
+        message = (f"query head {h + 1} got KV head {found[0] + 1}; the package gives "
+                   f"KV head {kv_of[h] + 1} (counted from 1)")
+        n_rep = heads // (kv_of[-1] + 1)
+        return message, (f"each KV head should appear {n_rep} times in a row (kv1, "
+                         "kv1, kv2, …), not the whole list of heads repeated")
+    return None

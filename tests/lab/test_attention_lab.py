@@ -223,6 +223,46 @@ def test_explain_attention_miss_names_the_cause():
     assert lab.explain_attention_miss(expected.clone(), expected) is None
     k_rep, v_rep = k.repeat_interleave(2, 1), v.repeat_interleave(2, 1)
     unmasked = torch.softmax(q @ k_rep.transpose(-2, -1) / math.sqrt(8), -1) @ v_rep  # no mask
-    assert "earlier queries" in lab.explain_attention_miss(unmasked, expected)
+    assert "earlier queries" in lab.explain_attention_miss(unmasked, expected)[0]
+    explained = lab.explain_attention_miss(unmasked, expected, q, k, v)
+    assert "without a mask" in explained[0]
     swapped = torch.cat([expected[:, :1], lab.explicit_path(q, k.flip(1), v.flip(1))[:, 1:]], 1)
-    assert "which key/value head" in lab.explain_attention_miss(swapped, expected)
+    assert "which key/value head" in lab.explain_attention_miss(swapped, expected)[0]
+
+
+def test_explain_attention_miss_finds_the_top_left_mask_with_a_cache():
+    g = torch.Generator().manual_seed(4)
+    q = torch.randn(1, 4, 2, 8, generator=g)  # 2 new queries after 3 cached keys
+    k, v = torch.randn(1, 2, 5, 8, generator=g), torch.randn(1, 2, 5, 8, generator=g)
+    reference, explain = lab.attention_feedback()
+    expected = reference(q, k, v)
+    top_left = lab._attention_variant(q, k, v, mask="top-left").float()
+    message, hint = explain(top_left, expected)
+    assert "top-left" in message and "position 3" in hint
+    over_queries = lab._attention_variant(q, k, v, dim=-2).float()
+    assert "over the queries" in explain(over_queries, expected)[0]
+    tiled = lab._attention_variant(q, k, v, heads="tile").float()
+    assert "kv0, kv1, …, kv0" in explain(tiled, expected)[0]
+
+
+def test_explain_mask_miss():
+    expected = torch.ones(1, 5, dtype=torch.bool)
+    assert "float32" in lab.explain_mask_miss(expected.float(), expected)[0]
+    top_left = torch.ones(1, 5, dtype=torch.bool).tril()
+    message, hint = lab.explain_mask_miss(top_left, expected)
+    assert "you allow 1 key, the package 5" in message and "position 4" in hint
+
+
+def test_explain_repeat_kv_miss_names_the_kv_heads_from_1():
+    x = torch.arange(4.0).view(1, 1, 4, 1).expand(1, 2, 4, 3)  # KV head j filled with j
+    expected = x.repeat_interleave(2, dim=2)
+    message, _ = lab.explain_repeat_kv_miss(x.repeat(1, 1, 2, 1), expected)
+    assert message.startswith("query head 2 got KV head 2; the package gives KV head 1")
+    assert lab.explain_repeat_kv_miss(expected.clone(), expected) is None
+
+
+def test_previous_line_opener():
+    ids = torch.tensor([[1, 10, 7, 11, 7, 12]])  # <s> a ， b ， c
+    previous = lab.head_targets(ids, punctuation_ids=[7])["previous line's opener"][0]
+    rows = [row.nonzero().flatten().tolist() for row in previous]
+    assert rows == [[], [], [], [0], [0], [2]]
