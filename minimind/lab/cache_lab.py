@@ -134,25 +134,43 @@ def decode_step(q, k_new, v_new, past_k, past_v):
     return out, k, v
 
 
-def explain_decode_step(got, expected) -> str | None:
-    """Ex. 4's miss in the reader's terms: the cache's length, or the first query head that differs."""
+def explain_decode_step(got, expected) -> tuple[str, str] | None:
+    """Ex. 4's miss in the reader's terms, with the hint for its stage: (message, hint).
+
+    The stages in order: the cache's shape, its numbers, the output's shape, then
+    the heads that differ (some: the head mapping; all: the scores or the softmax).
+    """
     if not isinstance(got, (tuple, list)) or len(got) != 3:
         return None
-    out, k, v = got
-    if k.shape != expected[1].shape:
-        return (f"your key cache has shape {list(k.shape)}, the package's {list(expected[1].shape)}: "
-                "the new key goes after the cached ones, along the positions")
-    if not torch.allclose(k, expected[1]) or not torch.allclose(v, expected[2]):
-        return "your cache holds other numbers than the cached keys/values followed by the new ones"
-    if out.shape != expected[0].shape:
-        return None
-    heads = [h for h in range(out.shape[1]) if not torch.allclose(out[:, h], expected[0][:, h],
-                                                                  atol=1e-5, rtol=1e-4)]
+    (out, k, v), (ref_out, ref_k, ref_v) = got, expected
+    if k.shape != ref_k.shape or v.shape != ref_v.shape:
+        return (f"your key/value cache has shape {list(k.shape)} / {list(v.shape)}, "
+                f"the package's {list(ref_k.shape)}",
+                "the cache keeps its layout [B, positions, KV heads, D]: the new "
+                "position goes after the cached ones, along dim 1")
+    if not torch.allclose(k, ref_k) or not torch.allclose(v, ref_v):
+        return ("your cache holds other numbers than the cached keys/values followed "
+                "by the new ones",
+                "return the concatenated cache itself, not a transposed or scaled copy")
+    if out.shape != ref_out.shape:
+        return (f"your output has shape {list(out.shape)}, "
+                f"the package's {list(ref_out.shape)}",
+                "attention works heads first: transpose the cache to "
+                "[B, heads, positions, D] before the products")
+    heads = [h for h in range(out.shape[1])
+             if not torch.allclose(out[:, h], ref_out[:, h], atol=1e-5, rtol=1e-4)]
     if not heads:
         return None
+    if len(heads) == out.shape[1]:
+        return (f"every one of the {out.shape[1]} query heads differs, so it is not "
+                "the head mapping",
+                "check the scores (the 1/√D) and the softmax axis (the positions)")
     n_rep = out.shape[1] // k.shape[2]
-    return (f"{len(heads)} of {out.shape[1]} query heads differ; the first is head {heads[0] + 1} "
-            f"(counted from 1), which should read KV head {heads[0] // n_rep + 1}")
+    return (f"{len(heads)} of {out.shape[1]} query heads differ; the first is head "
+            f"{heads[0] + 1} (counted from 1), which should read KV head "
+            f"{heads[0] // n_rep + 1}",
+            f"query head h (from 0) reads KV head h // {n_rep}: repeat_interleave, "
+            "not repeat")
 
 
 def attention_with_cache(attn, x, cos, sin, past=None):
@@ -167,22 +185,109 @@ def attention_with_cache(attn, x, cos, sin, past=None):
     return out, present
 
 
-def explain_attention_with_cache(got, expected) -> str | None:
-    """Ex. 5's miss: the cache's length, or the first new position whose output differs."""
-    if not isinstance(got, (tuple, list)) or len(got) != 2 or not isinstance(got[1], (tuple, list)):
+def explain_attention_with_cache(got, expected) -> tuple[str, str] | None:
+    """Ex. 5's miss, with the hint for the stage that failed: (message, hint).
+
+    The stage is read from the case: a prefill (no cache), one new token, or a chunk
+    of several after a cache.
+    """
+    if (not isinstance(got, (tuple, list)) or len(got) != 2
+            or not isinstance(got[1], (tuple, list))):
         return None
     (out, (k, _)), (ref_out, (ref_k, _)) = got, expected
     if k.shape != ref_k.shape:
-        return f"your present keys have shape {list(k.shape)}, the package's {list(ref_k.shape)}"
+        return (f"your present keys have shape {list(k.shape)}, "
+                f"the package's {list(ref_k.shape)}",
+                "return the cache as stored, [B, cached + new, KV heads, D]: the "
+                "cached keys first, the new ones after them along dim 1")
     if out.shape != ref_out.shape:
         return None
-    past_len = ref_k.shape[1] - ref_out.shape[1]
-    rows = [i for i in range(out.shape[1]) if not torch.allclose(out[:, i], ref_out[:, i],
-                                                                 atol=1e-5, rtol=1e-4)]
+    seq_len = ref_out.shape[1]
+    past_len = ref_k.shape[1] - seq_len
+    rows = [i for i in range(seq_len)
+            if not torch.allclose(out[:, i], ref_out[:, i], atol=1e-5, rtol=1e-4)]
     if not rows:
-        return "your output matches, but your present keys/values differ from the package's"
-    return (f"{len(rows)} of {out.shape[1]} new tokens differ; the first is the token at position "
-            f"{past_len + rows[0]} (after {past_len} cached)")
+        return ("your output matches, but your present keys/values differ",
+                "present holds the keys after QK-Norm and RoPE, the values as "
+                "projected")
+    message = (f"{len(rows)} of {seq_len} new tokens differ; the first is the token "
+               f"at position {past_len + rows[0]} (after {past_len} cached)")
+    if past_len == 0:
+        hint = ("no cache yet: this is plain causal attention; follow "
+                "Attention.forward's order (project, QK-Norm, RoPE, attend, o_proj)")
+    elif seq_len == 1:
+        hint = (f"one token after {past_len} cached stands at position {past_len}: "
+                "rotate it there, not at position 0")
+    else:
+        hint = (f"{seq_len} queries after {past_len} cached: query i (from 0) may "
+                f"see keys 0 to {past_len} + i; is_causal's triangle starts at the "
+                "top left")
+    return message, hint
+
+
+def step_shares(model, new_ids, cache, repeats: int = 5) -> dict[str, float]:
+    """Where a cached decode step's CPU time goes (chapter 4b, section 1), as shares.
+
+    "attention over the cache" is `fused_attention` in all layers (scores, softmax,
+    · V over every cached position); "output layer" is `lm_head`. Read on the
+    process's CPU clock, summed over `repeats` steps after one warm-up.
+    """
+    import time
+    spent = {"attention over the cache": 0.0, "output layer": 0.0}
+    fused = Attention.fused_attention
+
+    def timed_attention(self, *args):
+        start = time.process_time()
+        out = fused(self, *args)
+        spent["attention over the cache"] += time.process_time() - start
+        return out
+
+    started = {}
+
+    def lm_started(module, args):
+        started["lm"] = time.process_time()
+
+    def lm_done(module, args, output):
+        spent["output layer"] += time.process_time() - started["lm"]
+
+    hooks = [model.lm_head.register_forward_pre_hook(lm_started),
+             model.lm_head.register_forward_hook(lm_done)]
+    step = dict(past_key_values=cache, use_cache=True)
+    try:
+        with (torch.no_grad(),
+              mock.patch.object(Attention, "fused_attention", timed_attention)):
+            model(new_ids, **step)  # warm-up, not counted
+            spent.update({name: 0.0 for name in spent})
+            start = time.process_time()
+            for _ in range(repeats):
+                model(new_ids, **step)
+            whole = time.process_time() - start
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return {name: seconds / whole for name, seconds in spent.items()}
+
+
+def aten_ops(fn) -> list[str]:
+    """The ATen operators `fn()` dispatches, in call order (chapter 4b, section 4).
+
+    Read with a dispatch mode: the list shows which attention kernel the backend
+    chose, and whether any op copies heads (`repeat_interleave`, `expand` + `clone`).
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Recorder(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.names = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.append(str(func.overloadpacket.__name__))
+            return func(*args, **(kwargs or {}))
+
+    with Recorder() as recorder:
+        fn()
+    return recorder.names
 
 
 # --- figures --------------------------------------------------------------------------------------------------
@@ -190,15 +295,19 @@ def explain_attention_with_cache(got, expected) -> str | None:
 def recompute_figure(tokens: list[str], prompt_len: int):
     """Which K/V rows each step computes, without and with the cache (chapter 4b, section 1)."""
     steps = len(tokens) - prompt_len
-    fig, ax = diagram.canvas(7, 3.6, title=f"K/V rows computed per step: prompt of {prompt_len} "
-                                           f"tokens, then {steps} decode steps")
+    title = (f"K/V rows computed per step: prompt of {prompt_len} tokens, then {steps} "
+             "decode steps")
+    fig, ax = diagram.canvas(7, 3.8, title=title)
     labels = ["prefill"] + [f"step {s}" for s in range(1, steps + 1)]
     for x, use_cache in [(13, False), (60, True)]:
         rows = recomputed_rows(prompt_len, steps, use_cache)
         computed = int((rows == 1).sum())
         name = "with the cache" if use_cache else "without the cache"
-        diagram.grid(ax, x, 6, 36, 34, rows, cmap="Purples", vmin=0, vmax=1.1, row_labels=labels,
-                     col_labels=tokens, title=f"{name}: {computed} rows computed")
+        diagram.grid(ax, x, 6, 36, 30, rows, cmap="Purples", vmin=0, vmax=1.1,
+                     row_labels=labels)
+        _column_labels(ax, x, 36.6, 36, tokens)
+        diagram.note(ax, x + 18, 44, f"{name}: {computed} rows computed", ha="center",
+                     colour=diagram.INK)
     diagram.box(ax, 13, 0.6, 2.5, 2.2, colour="#4a1486", kind="cache")
     diagram.note(ax, 17, 1.7, "computed at this step")
     diagram.box(ax, 43, 0.6, 2.5, 2.2, colour="#c6c0de", kind="cache")
@@ -206,6 +315,64 @@ def recompute_figure(tokens: list[str], prompt_len: int):
     diagram.box(ax, 70, 0.6, 2.5, 2.2, colour="#d9d9d9", kind="cache")
     diagram.note(ax, 74, 1.7, "not written yet")
     return fig
+
+
+def _column_labels(ax, x, y, w, tokens):
+    """Labels above a grid's columns: Chinese stacked, anything else rotated."""
+    cw = w / len(tokens)
+    for c, token in enumerate(tokens):
+        stacked = not token.isascii()
+        ax.text(x + (c + 0.5) * cw, y, "\n".join(token) if stacked else token,
+                ha="center", va="bottom", fontsize=diagram.MIN_FONT,
+                rotation=0 if stacked else 90, linespacing=0.95)
+
+
+def cache_frame_labels(tokens: list[str], prompt_len: int) -> list[str]:
+    """Slider labels: "prefill · positions 0–5", then "step 3 · position 8 (玉)"."""
+    return ([f"prefill · positions 0–{prompt_len - 1}"]
+            + [f"step {p - prompt_len + 1} · position {p} ({tokens[p]})"
+               for p in range(prompt_len, len(tokens))])
+
+
+def cache_frames(keys: torch.Tensor, tokens: list[str], prompt_len: int, dims: int = 32,
+                 where: str = "layer 0, KV head 0", dpi: int = 80) -> list[bytes]:
+    """The cache filling, one PNG per step: keys [S, D] of one head (chapter 4b).
+
+    Frame 0 is the prefill (rows 0 to prompt_len - 1); frame t adds row
+    prompt_len + t - 1, outlined. Rows not yet written are grey; one colour scale.
+    """
+    import io
+
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+    keys = keys[:, :dims].float().cpu()  # [S, dims]
+    limit = keys.abs().max().item()
+    cmap = plt.get_cmap("RdBu_r").with_extremes(bad="#e0e0e0")
+    frames = []
+    for filled in range(prompt_len, len(tokens) + 1):
+        fig, ax = plt.subplots(figsize=(7, 0.24 * len(tokens) + 1.5), dpi=dpi)
+        shown = keys.clone()
+        shown[filled:] = float("nan")
+        image = ax.imshow(shown.numpy(), cmap=cmap, vmin=-limit, vmax=limit,
+                          aspect="auto")
+        ax.set_yticks(range(len(tokens)), [f"{i}: {t}" for i, t in enumerate(tokens)],
+                      fontsize=9)
+        ax.set_xlabel(f"key dimension (the first {dims})", fontsize=10)
+        fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02, label="key value")
+        newest = range(prompt_len) if filled == prompt_len else [filled - 1]
+        ax.add_patch(Rectangle((-0.5, newest[0] - 0.5), dims, len(newest),
+                               facecolor="none", edgecolor="black", lw=2))
+        step = filled - prompt_len
+        what = (f"prefill writes positions 0–{prompt_len - 1}" if step == 0 else
+                f"decode step {step} appends position {filled - 1} "
+                f"({tokens[filled - 1]})")
+        ax.set_title(f"cached keys, {where}: {what}", fontsize=10)
+        fig.tight_layout()
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=dpi)
+        plt.close(fig)
+        frames.append(buffer.getvalue())
+    return frames
 
 
 def cache_diagram(config, tokens: list[str], bytes_per_value: int = 2, context: int = 32768):

@@ -78,10 +78,19 @@ def test_decode_step_is_the_last_row_of_full_attention():
     last_row = probs[:, :, -1:] @ part["v"].repeat_interleave(n_rep, 1)
     # fused kernel vs an explicit softmax: float32 rounding of a 7-term average, ~1e-7 measured
     torch.testing.assert_close(out, last_row, atol=1e-5, rtol=1e-5)
+    expected = (out, k_all, v_all)
     wrong = out.clone()
-    wrong[:, 2] += 1
-    message = cache_lab.explain_decode_step((wrong, k_all, v_all), (out, k_all, v_all))
-    assert "head 3" in message and "KV head" in message
+    wrong[:, 2] += 1  # one head wrong: the head mapping
+    message, hint = cache_lab.explain_decode_step((wrong, k_all, v_all), expected)
+    assert "head 3" in message and "KV head" in message and "repeat_interleave" in hint
+    message, hint = cache_lab.explain_decode_step((2 * out, k_all, v_all), expected)
+    assert "not the head mapping" in message and "1/√D" in hint  # all heads: scores
+    flipped = (out, k_all, v_all.transpose(1, 2))
+    message, hint = cache_lab.explain_decode_step(flipped, expected)
+    assert "shape" in message and "dim 1" in hint
+    flipped = (out.transpose(1, 2), k_all, v_all)
+    message, hint = cache_lab.explain_decode_step(flipped, expected)
+    assert "output has shape" in message and "transpose" in hint
 
 
 def test_attention_with_cache_matches_the_model_step():
@@ -98,8 +107,45 @@ def test_attention_with_cache_matches_the_model_step():
     torch.testing.assert_close(torch.cat([first, rest], 1), full, atol=1e-5, rtol=1e-5)
     shifted = rest.clone()
     shifted[:, 1] += 1
-    message = cache_lab.explain_attention_with_cache((shifted, present), (rest, present))
-    assert "position 7" in message
+    explain = cache_lab.explain_attention_with_cache
+    message, hint = explain((shifted, present), (rest, present))
+    assert "position 7" in message and "is_causal" in hint  # a chunk of 3 after 6
+    one, one_present = rest[:, :1], tuple(t[:, :7] for t in present)
+    _, hint = explain((one + 1, one_present), (one, one_present))
+    assert "position 6" in hint  # a single decode step: where RoPE rotates it
+    _, hint = explain((first + 1, past), (first, past))
+    assert "no cache" in hint  # the prefill
+
+
+def test_step_shares_are_parts_of_the_step():
+    model, ids = tiny_model(), random_ids(1, 9)
+    with torch.no_grad():
+        cache = model(ids[:, :8], use_cache=True).past_key_values
+    shares = cache_lab.step_shares(model, ids[:, 8:], cache, repeats=2)
+    assert set(shares) == {"attention over the cache", "output layer"}
+    assert all(0 < share < 1 for share in shares.values())
+    assert sum(shares.values()) < 1
+
+
+def test_the_fused_step_dispatches_no_head_copy():
+    model, ids = tiny_model(), random_ids(1, 6)
+    with torch.no_grad():
+        cache = model(ids[:, :5], use_cache=True).past_key_values
+        fused = cache_lab.aten_ops(lambda: model(ids[:, 5:], past_key_values=cache))
+        explicit = cache_lab.aten_ops(lambda: model(ids[:, 5:], past_key_values=cache,
+                                                    output_attentions=True))
+    copies = {"repeat_interleave", "repeat", "expand", "clone"}
+    assert "mm" in fused and not copies & set(fused)
+    assert {"expand", "clone"} <= set(explicit)  # repeat_kv: expand, then a copy
+
+
+def test_cache_frames_follow_the_steps():
+    tokens = ["<s>", "a", "b", "c", "d"]
+    frames = cache_lab.cache_frames(torch.randn(5, 8), tokens, 3, dims=8, dpi=30)
+    labels = cache_lab.cache_frame_labels(tokens, 3)
+    assert len(frames) == len(labels) == 3 and all(f[:4] == b"\x89PNG" for f in frames)
+    assert labels == ["prefill · positions 0–2", "step 1 · position 3 (c)",
+                      "step 2 · position 4 (d)"]
 
 
 def test_figures_draw():
