@@ -13,6 +13,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from transformers.activations import ACT2FN
 
 from ..feed_forward import FeedForward
+from ..loss import shifted_cross_entropy
 from . import diagram
 from .variants import GELUFeedForward, gelu_width
 
@@ -132,8 +133,10 @@ def flops_per_token_by_part(model, seq_len: int) -> dict[str, float]:
     S x S square, as the math kernel computes them; a causal flash kernel skips about half.
     """
     config = model.config
-    with torch.device("meta"):
-        meta = type(model)(config)
+    meta = model
+    if not next(model.parameters()).is_meta:  # a copy on the meta device: no arithmetic
+        with torch.device("meta"):
+            meta = type(model)(config)
     hidden = torch.zeros(1, seq_len, config.hidden_size, device="meta")
     positions = (meta.model.freqs_cos[:seq_len], meta.model.freqs_sin[:seq_len])
     counter = FlopCounterMode(display=False)
@@ -189,6 +192,54 @@ def ffn_removed(model, layers):
     finally:
         for handle in handles:
             handle.remove()
+
+
+@torch.no_grad()
+def ffn_ablation_losses(model, ids: torch.Tensor, subsets) -> dict[tuple, float]:
+    """Next-token loss of `ids` [B, S] (one batch) with the FFNs of each subset of
+    layers removed (chapter 5): {sorted tuple of layers: loss}.
+
+    The same as `mean_loss` inside `ffn_removed` for each subset, but the blocks that
+    several subsets share (the same FFNs removed so far) run once, and a removed FFN is
+    not computed.
+    """
+    body = model.model
+    positions = (body.freqs_cos[:ids.shape[1]], body.freqs_sin[:ids.shape[1]])
+    n_layers = len(body.layers)
+    wanted = {tuple(sorted(s)): tuple(i in s for i in range(n_layers)) for s in subsets}
+    states = {(): body.embed_tokens(ids)}  # removed or not, layers so far -> [B, S, d]
+    for i, layer in enumerate(body.layers):
+        after_attention, nxt = {}, {}
+        for flags in {f[:i + 1] for f in wanted.values()}:
+            x = states[flags[:-1]]
+            if flags[:-1] not in after_attention:  # the block's order: attn + residual
+                normed = layer.input_layernorm(x)
+                after_attention[flags[:-1]] = layer.self_attn(normed, positions)[0] + x
+            h = after_attention[flags[:-1]]  # [B, S, d]
+            if flags[-1]:  # removed: the FFN adds nothing
+                nxt[flags] = h
+            else:
+                out = layer.mlp(layer.post_attention_layernorm(h))
+                nxt[flags] = h + (out[0] if isinstance(out, tuple) else out)
+        states = nxt
+    logits = {key: model.lm_head(body.norm(states[flags]))  # [B, S, V]
+              for key, flags in wanted.items()}
+    return {key: shifted_cross_entropy(z, ids).item() for key, z in logits.items()}
+
+
+def sign_consistency(silu_gate: torch.Tensor, up: torch.Tensor, open_above: float = 1.0,
+                     min_open: int = 20) -> torch.Tensor:
+    """Per hidden unit, the share of its open tokens (SiLU(g) > open_above) on which
+    h = SiLU(g)·u has the unit's more common sign (chapter 5): [I] in [0.5, 1].
+
+    silu_gate, up: [N, I]. NaN for units open fewer than `min_open` times; 1.0 means the
+    unit always writes its down_proj column with one sign.
+    """
+    opened = silu_gate > open_above  # [N, I]
+    n_open = opened.sum(0)  # [I]
+    negative = (opened & (up < 0)).sum(0)  # [I]; SiLU(g) > 0 where open: h has u's sign
+    majority = torch.maximum(negative, n_open - negative) / n_open.clamp(min=1)
+    return torch.where(n_open >= min_open, majority, torch.nan)
 
 
 def keep_largest(hidden: torch.Tensor, k: int) -> torch.Tensor:

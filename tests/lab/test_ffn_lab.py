@@ -4,13 +4,15 @@ import math
 import torch
 import torch.nn.functional as F
 
-from model_helpers import tiny_config, tiny_model
+from model_helpers import random_ids, tiny_config, tiny_model
 from minimind import MiniMindConfig, load_tokenizer
 from minimind.feed_forward import FeedForward
-from minimind.lab.ffn_lab import (activation_curves, ffn_kinds, flops_per_token_by_part, hidden_kept,
-                                  keep_largest, line_positions, llama_width, matmul_flops_per_token,
-                                  mean_by_line_position, near_zero_share, record_ffn, swiglu_figure,
-                                  token_pieces, top_activations, top_token_purity, width_rule)
+from minimind.lab.ffn_lab import (
+    activation_curves, ffn_ablation_losses, ffn_kinds, ffn_removed,
+    flops_per_token_by_part, hidden_kept, keep_largest, line_positions, llama_width,
+    matmul_flops_per_token, mean_by_line_position, near_zero_share, record_ffn,
+    sign_consistency, swiglu_figure, token_pieces, top_activations, top_token_purity,
+    width_rule)
 
 
 def test_activation_curves_match_closed_forms():
@@ -149,3 +151,29 @@ def test_hidden_kept_hooks_every_down_proj_and_cleans_up():
         with hidden_kept(model, 1):
             assert not torch.allclose(model(ids).logits, intact)
     assert all(not layer.mlp.down_proj._forward_pre_hooks for layer in model.model.layers)
+
+
+def test_ffn_ablation_losses_match_the_hooked_model():
+    model = tiny_model()  # the independent path: the full forward, ffn_removed's hooks
+    ids = random_ids(batch=3, seq_len=9)
+    subsets = [[], [0], [1], [0, 1]]
+    losses = ffn_ablation_losses(model, ids, subsets)
+    assert list(losses) == [(), (0,), (1,), (0, 1)]
+    for layers in subsets:
+        with ffn_removed(model, layers), torch.no_grad():
+            full = model(ids, labels=ids).loss.item()
+        # the same kernels in the same order: equal to float32 rounding of the loss
+        assert abs(losses[tuple(layers)] - full) < 1e-6
+
+
+def test_sign_consistency_per_unit():
+    silu_gate = torch.tensor([[2.0, 2.0, 0.0], [3.0, 2.0, 0.0], [1.5, 2.0, 0.0],
+                              [0.5, 2.0, 0.0]])  # [N=4 tokens, I=3 units]
+    up = torch.tensor([[1.0, 1.0, 1.0], [-1.0, 1.0, 1.0], [1.0, 1.0, 1.0],
+                       [-5.0, -1.0, 1.0]])
+    share = sign_consistency(silu_gate, up, open_above=1.0, min_open=2)
+    # unit 0: open 3 times (0.5 is shut), 2 positive -> 2/3; unit 1: 3 of 4 positive;
+    # unit 2: never open
+    # float32 division: 2/3 to an ulp
+    assert torch.allclose(share[:2], torch.tensor([2 / 3, 0.75])) and share[2].isnan()
+    assert sign_consistency(silu_gate, up, min_open=4)[0].isnan()  # 0: open 3 times
