@@ -214,8 +214,9 @@ def test_student_edition_of_the_fixture_runs_with_only_the_checks_failing(monkey
     nb, errored = _student_run(FIXTURE, monkeypatch, tmp_path)
     assert len(errored) == 2
     _assert_only_checks_fail(nb, errored)
-    # the checker's feedback names the unanswered exercise, never the answer
-    feedback = "".join(o.get("text", "") for i in errored for o in nb.cells[i].outputs if o.output_type == "stream")
+    # the checker's feedback (the message of the error it raises) names the unanswered exercise, never the answer
+    feedback = "".join(o.get("text", "") + o.get("evalue", "") + "".join(o.get("traceback", []))
+                       for i in errored for o in nb.cells[i].outputs)
     assert "not written yet" in feedback and "9.0" not in feedback
 
 
