@@ -292,25 +292,6 @@ def norm_readings(model, stream) -> list[dict]:
 
 
 @torch.no_grad()
-def norm_input_rms(model, input_ids) -> dict[str, torch.Tensor]:
-    """RMS of every vector each RMSNorm of `model` normalises in one forward pass, flattened, keyed by module name
-    (block norms: one per token; QK-Norms: one per token and head). Chapter 2 compares them with sqrt(eps)."""
-    from ..norm import RMSNorm
-    from .probes import rms
-    seen, handles = {}, []
-    for name, module in model.named_modules():
-        if isinstance(module, RMSNorm):
-            handles.append(module.register_forward_hook(
-                lambda m, args, out, name=name: seen.__setitem__(name, rms(args[0]).flatten().cpu())))
-    try:
-        model(input_ids)
-    finally:
-        for h in handles:
-            h.remove()
-    return seen
-
-
-@torch.no_grad()
 def eps_response(input_rms: torch.Tensor, eps: float, dim: int = 64) -> torch.Tensor:
     """RMS of the package's RMSNorm output (unit gain) for inputs of the given RMS values: r / sqrt(r² + eps)."""
     from ..norm import RMSNorm

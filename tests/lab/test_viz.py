@@ -259,11 +259,11 @@ def test_token_labels_and_characters_since_break():
     assert characters_since_break(["", "床", "前", "明月", "光", "，", "疑是", "\n"]) == [0, 1, 2, 4, 5, 0, 2, 0]
 
 
-def test_norm_input_rms_records_what_every_norm_reads(ids):
-    from minimind.lab.viz import norm_input_rms
+def test_norm_inputs_and_output_records_what_every_norm_reads(ids):
+    from minimind.lab.norm_lab import norm_inputs_and_output
     from minimind.norm import RMSNorm
     model = tiny_model()
-    seen = norm_input_rms(model, ids)
+    seen, _ = norm_inputs_and_output(model, ids)
     assert set(seen) == {n for n, m in model.named_modules() if isinstance(m, RMSNorm)}
     with record_residual_stream(model) as stream, torch.no_grad():
         model(ids)
