@@ -9,7 +9,7 @@ hreflang=...>` tags for both editions.
 It also translates the toc's part captions ("The model, one part at a time"): sphinx-external-toc inserts
 the toctrees after Sphinx's own translation step, so their captions would stay in English in the sidebar.
 
-And it translates the fold labels, which are not prose: the `<summary>` of a `<details>` block (Hint 1,
+And it translates the fold labels, which are not prose (sphinx-togglebutton's hints too): the `<summary>` of a `<details>` block (Hint 1,
 Solution, Going deeper: tools/notebook_form.py) and myst-nb's show/hide prompts of folded cells.
 """
 
@@ -30,6 +30,7 @@ SWITCH_CLASS = "edition-switch"
 FOLD_LABELS_ZH = {"Hint": "提示", "Solution": "答案", "Hide the solution": "收起答案",
                   "Solutions explained": "答案讲解", "Going deeper": "深入一步", "Hide": "收起"}
 SUMMARY = re.compile(r"<summary>([^<]+)</summary>")
+TOGGLE_HINTS_ZH = {"togglebutton_hint": "点击显示", "togglebutton_hint_hide": "点击隐藏"}
 
 
 def twin_url(pagename: str, prefix: str) -> str:
@@ -102,8 +103,17 @@ class TranslateFoldLabels(SphinxTransform):
                     node[key] = fold_label_zh(node[key])
 
 
+def _translate_toggle_hints(app, config) -> None:
+    """sphinx-togglebutton's "Click to show" / "Click to hide" in the Chinese edition."""
+    if (config.language or "en").startswith("zh"):
+        for key, text in TOGGLE_HINTS_ZH.items():
+            if key in config:
+                config[key] = text
+
+
 def setup(app):
     app.add_config_value("edition_twin", None, "html", types=[dict])
+    app.connect("config-inited", _translate_toggle_hints, priority=900)
     app.connect("html-page-context", _add_twin_link)
     app.add_transform(TranslateTocCaptions)
     app.add_transform(TranslateFoldLabels)
