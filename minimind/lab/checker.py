@@ -292,16 +292,32 @@ def _first_difference(got, expected, atol, rtol, what):
         return None
     index = tuple(int(i) for i in wrong.nonzero()[0])
     count = int(wrong.sum())
-    share = "one entry differs" if count == 1 else f"{count} of {wrong.numel()} entries differ"
-    if not exact:  # masked entries: say so in words
-        theirs, yours = int((e.isinf() & ~g.isinf()).sum()), int((g.isinf() & ~e.isinf()).sum())
-        share += f"; {theirs} are masked (-inf) in the package's but kept in yours" if theirs else ""
-        share += f"; {yours} are masked (-inf) in yours but kept in the package's" if yours else ""
-    where = (f"{what} has the right shape, but {share} from the package's; the first, at index "
-             f"{list(index)} (Python's, from 0)")
+    share = ("one entry differs" if count == 1
+             else f"{count} of {wrong.numel()} entries differ") + " from the package's"
+    if not exact:  # masked and infinite entries: say so in words, never as a difference
+        share += _non_finite(g, e)
+    if got.dim() == 0:
+        where = f"{what} is a single number, and it differs from the package's"
+    else:
+        where = (f"{what} has the right shape, but {share}; the first, at index "
+                 f"{list(index)} (Python's, from 0)")
     if graded():
         return f"{where}: yours is {_entry(g[index])}"
     return f"{where}: yours is {_entry(g[index])}, the package's {_entry(e[index])}"
+
+
+def _non_finite(g, e) -> str:
+    """'; 2 are masked (-inf) in the package's but kept in yours' and the like, or ''."""
+    def counted(n, text):
+        return f"; {n} {'is' if n == 1 else 'are'} {text}" if n else ""
+    masked = g.isneginf(), e.isneginf()
+    other = g.isposinf() | g.isnan(), e.isposinf() | e.isnan()
+    return (counted(int((masked[1] & ~masked[0]).sum()),
+                    "masked (-inf) in the package's but kept in yours")
+            + counted(int((masked[0] & ~masked[1]).sum()),
+                      "masked (-inf) in yours but kept in the package's")
+            + counted(int((other[0] & ~other[1]).sum()),
+                      "inf or NaN in yours but finite in the package's"))
 
 
 def _entry(value) -> str:
@@ -364,7 +380,8 @@ def _tensor_mismatch(got, expected, atol, rtol, what):
         wrong = [d for d in range(got.dim()) if got.shape[d] != expected.shape[d]]
         return f"{what} has shape {list(got.shape)}: dimension {wrong[0]} has the wrong size"
     if got.dtype != expected.dtype and got.is_floating_point() and expected.is_floating_point():
-        return f"{what} has dtype {got.dtype}, but it should keep the input's dtype"
+        return (f"{what} has dtype {str(got.dtype).replace('torch.', '')}; the package's is "
+                f"{str(expected.dtype).replace('torch.', '')}")
     if expected.dtype == torch.bool and got.dtype != torch.bool:  # a mask: exactly
         return f"{what} has dtype {got.dtype}; the package's is boolean (True/False)"
     return _first_difference(got, expected, atol, rtol, what)

@@ -60,7 +60,7 @@ def test_masks_and_ids_are_described_without_nan_or_distances():
     kept = mask.clone()
     kept[0, 1] = 0.0
     out = miss(lambda m: kept, lambda m: mask, [(mask,)], name="mask")
-    assert "nan" not in out and "1 are masked (-inf) in the package's but kept in yours" in out
+    assert "nan" not in out and "1 is masked (-inf) in the package's but kept in yours" in out
     assert "index [0, 1]" in out
     ids = torch.tensor([5, 17, 638])
     out = miss(lambda: torch.tensor([5, 17, 17]), lambda: ids, [()], name="ids")
@@ -219,3 +219,11 @@ def test_explain_may_choose_the_hint_that_fits_the_mistake():
 def test_a_near_miss_says_how_near():
     out = miss(lambda: 50.0, lambda: 49.94, [()], name="scale")
     assert "the answer (50) is 0.12% too large: close" in out
+
+
+def test_a_single_infinite_number_is_described_in_words():
+    out = miss(lambda x: torch.tensor(float("inf")), lambda x: x.sum(), [(torch.ones(3),)],
+               name="loss")
+    assert "a single number" in out and "inf" in out and "masked" not in out
+    out = miss(lambda x: x.double().sum(), lambda x: x.sum(), [(torch.ones(3),)], name="loss")
+    assert "has dtype float64; the package's is float32" in out
