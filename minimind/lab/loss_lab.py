@@ -198,3 +198,198 @@ def loss_grid_figure(texts, losses: dict, vmax: float, title: str, glosses=None,
     bar.set_label("loss of this token (nats)", fontsize=9), bar.ax.tick_params(labelsize=9)
     fig.suptitle(title, fontsize=10)
     return fig
+
+
+# --- the mechanism, drawn -------------------------------------------------------
+
+def shifted_loss_figure(vocab_size: int, tokens, glosses, title=None):
+    """Chapter 9's mechanism diagram: one right-padded row of ids, its labels shifted by
+    one, logits [B, S, V] -> float32 log-softmax -> the label's log-prob, -100 masked,
+    the mean over the rest.
+
+    `tokens`: the row's token texts (the last may be the pad token, label -100);
+    `glosses`: an English word under each. Drawn with `diagram`, 7 in wide.
+    """
+    from . import diagram
+    n = len(tokens)
+    fig, ax = diagram.canvas(7, 4.6, title=title or "The shifted loss: position t is "
+                             "scored on the label at t + 1")
+    left, cell, top = 19, 80 / n, 59
+    pads = [t == "<|endoftext|>" for t in tokens]
+    short = {"<|im_start|>": "<s>", "<|endoftext|>": "pad"}
+    ink = diagram.INK
+    diagram.note(ax, 1, top, "input_ids\n[B, S]", colour=ink)
+    diagram.note(ax, 1, top - 14, "labels[:, 1:]\n(targets)", colour=ink)
+    diagram.note(ax, 1, top - 27, "−log p(target)\n[B, S − 1]", colour=ink)
+    for t, (text, gloss) in enumerate(zip(tokens, glosses)):
+        x, w = left + t * cell + 0.6, cell - 1.2  # this position's column
+        diagram.box(ax, x, top - 3.5, w, 7, short.get(text, text), "embed", size=10)
+        diagram.note(ax, x + w / 2, top - 5.8, f"{t}: {gloss}", ha="center")
+        if t == n - 1:  # the last position predicts nothing: logits[:, :-1] drops it
+            diagram.note(ax, x + w / 2, top - 14, "no\ntarget", ha="center")
+            continue
+        ignored = pads[t + 1]
+        label = "−100" if ignored else short.get(tokens[t + 1], tokens[t + 1])
+        diagram.box(ax, x, top - 17.5, w, 7, label, "loss", size=10,
+                    colour="#d9d9d9" if ignored else None, ls="--" if ignored else "-")
+        mid = x + w / 2
+        diagram.arrow(ax, (mid + cell - 1, top - 7.6), (mid + 1.5, top - 10.2),
+                      colour=diagram.MUTED, lw=0.9)
+        diagram.box(ax, x, top - 30.5, w, 7, "masked" if ignored else f"ℓ{t}", "loss",
+                    colour="#f2f2f2" if ignored else "#fbd9bd", size=9)
+    kept = sum(not p for p in pads[1:])
+    diagram.note(ax, left, top - 37.5,
+                 f"loss = (ℓ0 + ℓ1 + … + ℓ{kept - 1}) / {kept}: the mean over the "
+                 f"{kept} kept targets;\n−100 is neither summed nor counted, and the "
+                 "last position has no target", colour=ink)
+    _draw_loss_steps(ax, vocab_size)
+    return fig
+
+
+def _draw_loss_steps(ax, vocab_size, y=2.5, width=15.4, gap=4.6):
+    """The bottom strip of the diagram: the package's steps, left to right."""
+    from . import diagram
+    steps = [f"logits\n[B, S, {vocab_size}]", ".float()\nfloat32",
+             f"log_softmax\nover {vocab_size}", "gather\nat the label",
+             "mask −100,\nmean"]
+    for i, text in enumerate(steps):
+        x = 1 + i * (width + gap)
+        diagram.box(ax, x, y, width, 8, text, "loss" if i else "embed", size=9)
+        if i:
+            diagram.arrow(ax, (x - gap + 0.5, y + 4), (x - 0.5, y + 4))
+    diagram.note(ax, 1, y + 11.5,
+                 "the same, as the package's shifted_cross_entropy computes it:",
+                 colour=diagram.INK)
+
+
+# --- the build-it exercise: the common mistakes, named ----------------------------
+
+def loss_mistakes(logits: torch.Tensor, labels: torch.Tensor) -> dict:
+    """What the usual wrong shifted losses give for logits [B, S, V], labels [B, S]: no
+    shift, shifted the wrong way, the ignored positions averaged in, low precision."""
+    def per_token(z, y):  # [B, T, V], [B, T] -> [B, T]; an ignored label scores token 0
+        picked = z.gather(-1, y.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+        return torch.logsumexp(z, -1) - picked
+
+    z, y = logits[:, :-1].float(), labels[:, 1:]  # [B, S-1, V], [B, S-1]
+    keep = y != IGNORE_INDEX
+    back = labels[:, :-1]  # the wrong way: logits at t + 1 scored on label t
+    return {
+        "no shift": per_token(logits.float(), labels)[labels != IGNORE_INDEX].mean(),
+        "shifted the wrong way":
+            per_token(logits[:, 1:].float(), back)[back != IGNORE_INDEX].mean(),
+        "ignored averaged in": (per_token(z, y) * keep).sum() / keep.numel(),
+        "low precision": per_token(logits[:, :-1], y)[keep].float().mean(),
+    }
+
+
+_MISTAKES = {
+    "no shift": "you score position t on its own label: the loss must shift by one",
+    "shifted the wrong way": "you shift the wrong way: logits at t are scored on "
+                             "label t + 1",
+    "ignored averaged in": "your mean counts the ignored (−100) positions too: divide "
+                           "by the kept ones only",
+    "low precision": "your loss matches one computed in the logits' low precision: "
+                     "upcast to float32 first",
+}
+
+
+class ShiftedLossReference:
+    """The package's shifted loss as `check`'s reference. It remembers each case's
+    arguments, so that `explain` can name the mistake (chapter 9, Exercise 1)."""
+
+    def __init__(self):
+        self.args = None
+
+    def __call__(self, logits, labels):
+        from minimind.loss import shifted_cross_entropy
+        self.args = (logits, labels)
+        return shifted_cross_entropy(logits, labels)
+
+    def explain(self, got, expected):
+        """The miss in the exercise's terms, or None (then the checker's message)."""
+        if not torch.is_tensor(got) or got.numel() != 1:
+            return None
+        if not torch.isfinite(got).all():
+            return ("your loss is inf or NaN: e^z overflowed somewhere; compute it "
+                    "through logsumexp, which never exponentiates a large logit")
+        low = self.args[0].dtype != torch.float32
+        if low and got.dtype != torch.float32:
+            kind = str(got.dtype).replace("torch.", "")
+            return (f"your loss is {kind}: the logits are low precision here, and the "
+                    "package computes the loss in float32")
+        mine = got.detach().double().cpu()
+        for name, value in loss_mistakes(*self.args).items():
+            if name == "low precision" and not low:
+                continue
+            if torch.isclose(mine, value.double().cpu(), atol=1e-5, rtol=1e-4):
+                return _MISTAKES[name]
+        if low and abs(got.item() - expected.item()) <= 0.02 * abs(expected.item()):
+            return ("your loss is off by rounding: it was computed in the logits' low "
+                    "precision; upcast them to float32 first")
+        return None
+
+
+def explain_sft_labels(got, expected) -> str | None:
+    """Chapter 9, Exercise 3: `got` and `expected` are (labels, the input ids after the
+    call). The miss in the exercise's terms (the input changed in place, how many
+    positions are masked), or None."""
+    (labels, after), (want, before) = got, expected
+    if torch.is_tensor(after) and not torch.equal(after, before):
+        return ("your function changed the input ids in place: set -100 on a copy "
+                "(`.clone()`)")
+    if not torch.is_tensor(labels) or labels.shape != want.shape:
+        return None
+    for r, (mine, theirs) in enumerate(zip(labels, want), 1):
+        yours = int((mine == IGNORE_INDEX).sum())
+        package = int((theirs == IGNORE_INDEX).sum())
+        if yours != package:
+            return f"row {r}: you mask {yours} positions, the package masks {package}"
+        wrong = (mine != theirs).nonzero().flatten()
+        if len(wrong):
+            c = int(wrong[0])
+            should = "be -100" if theirs[c] == IGNORE_INDEX else "keep its token id"
+            return f"row {r}: position {c} (counting from 0) should {should}"
+    return None
+
+
+def explain_smoothing_floor(got, expected) -> str | None:
+    """Chapter 9, Exercise 5: a NaN floor is 0 · ln 0 computed as NaN; else None."""
+    if isinstance(got, float) and math.isnan(got):
+        return ("your floor is NaN: a target entry of 0 contributes 0 · ln 0, which "
+                "counts as 0")
+    return None
+
+
+# --- beyond the plain loss ---------------------------------------------------------
+
+def label_smoothing_floor(vocab_size: int, smoothing: float) -> float:
+    """The lowest loss F.cross_entropy(..., label_smoothing=smoothing) can report over
+    `vocab_size` tokens: its value at the minimiser, the log of the smoothed target
+    (chapter 9)."""
+    import torch.nn.functional as F
+    target = torch.full((1, vocab_size), smoothing / vocab_size, dtype=torch.float64)
+    target[0, 0] += 1 - smoothing  # [1, V]: 1 - eps on the label, eps spread over all V
+    label = torch.tensor([0])
+    return F.cross_entropy(target.log(), label, label_smoothing=smoothing).item()
+
+
+def z_loss(logits: torch.Tensor, coef: float = 1e-4) -> torch.Tensor:
+    """PaLM's auxiliary z-loss, coef * mean(logsumexp(logits)^2), logits [..., V]
+    (chapter 9)."""
+    log_z = torch.logsumexp(logits.float(), dim=-1)  # [...]
+    return coef * log_z.pow(2).mean()
+
+
+def packing_summary(sequences, seq_len: int) -> dict[str, int]:
+    """What `pack` keeps of id lists: tokens in all, tokens in full rows, rows,
+    documents whole and documents begun in the rows (a tail short of a row is
+    dropped)."""
+    lengths = torch.tensor([len(s) for s in sequences])
+    total = int(lengths.sum())
+    rows = total // seq_len
+    kept = rows * seq_len
+    ends = lengths.cumsum(0)
+    starts = ends - lengths
+    return {"tokens": total, "kept": kept, "dropped": total - kept, "rows": rows,
+            "whole": int((ends <= kept).sum()), "begun": int((starts < kept).sum())}

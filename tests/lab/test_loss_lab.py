@@ -177,3 +177,97 @@ def test_loss_grid_figure_draws_one_panel_per_model():
     assert [ax.get_title() for ax in fig.axes[:2]] == ["a", "b"]
     import matplotlib.pyplot as plt
     plt.close(fig)
+
+
+def test_shifted_loss_figure_draws_the_row_and_the_pipeline():
+    import matplotlib.pyplot as plt
+    tokens = ["<|im_start|>", "a", "b", "<|endoftext|>"]
+    fig = loss_lab.shifted_loss_figure(6400, tokens, ["start", "a", "b", "pad"])
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert "−100" in texts and "masked" in texts and "logits\n[B, S, 6400]" in texts
+    assert any("/ 2" in t for t in texts)  # two kept targets: a, b
+    plt.close(fig)
+
+
+def _mistake_case(dtype=torch.float32):
+    torch.manual_seed(0)
+    logits = (torch.randn(2, 6, 300) * 4).to(dtype)
+    labels = torch.randint(0, 300, (2, 6))
+    labels[1, 3:] = loss_lab.IGNORE_INDEX
+    return logits, labels
+
+
+def test_loss_mistakes_differ_from_the_right_loss():
+    logits, labels = _mistake_case()
+    right = shifted_cross_entropy(logits, labels)
+    for name, value in loss_lab.loss_mistakes(logits, labels).items():
+        if name != "low precision":  # float32 logits: the same as the right loss
+            assert abs(value - right) > 1e-3, name
+
+
+def test_reference_explains_each_mistake_by_name():
+    logits, labels = _mistake_case()
+    ref = loss_lab.ShiftedLossReference()
+    expected = ref(logits, labels)
+    mistakes = loss_lab.loss_mistakes(logits, labels)
+    assert "shift by one" in ref.explain(mistakes["no shift"], expected)
+    assert "kept ones only" in ref.explain(mistakes["ignored averaged in"], expected)
+    # an unknown mistake: None, and the checker's generic message
+    assert ref.explain(expected + 0.5, expected) is None
+
+
+def test_reference_explains_a_low_precision_loss():
+    logits, labels = _mistake_case(torch.bfloat16)
+    ref = loss_lab.ShiftedLossReference()
+    expected = ref(logits, labels)
+    low = loss_lab.loss_mistakes(logits, labels)["low precision"]
+    # the bf16 computation is off by more than check's tolerance (atol 1e-5 + rtol 1e-4)
+    assert abs(low - expected) > 1e-5 + 1e-4 * abs(expected)
+    assert "float32" in ref.explain(low, expected)
+    assert "bfloat16" in ref.explain(low.bfloat16(), expected)
+
+
+def test_label_smoothing_floor_matches_the_closed_form():
+    v, eps = 6400, 0.1
+    q = 1 - eps + eps / v
+    closed = -(q * math.log(q) + (v - 1) * eps / v * math.log(eps / v))  # entropy
+    assert abs(loss_lab.label_smoothing_floor(v, eps) - closed) < 1e-9  # all float64
+    assert abs(loss_lab.label_smoothing_floor(v, 0.0)) < 1e-12
+
+
+def test_z_loss_is_the_mean_squared_log_partition():
+    logits = torch.zeros(2, 3, 8)  # log Z = log 8 everywhere
+    assert abs(loss_lab.z_loss(logits, coef=1.0).item() - math.log(8) ** 2) < 1e-5
+
+
+def test_packing_summary_counts_the_dropped_tail():
+    s = loss_lab.packing_summary([[1] * 5, [2] * 4, [3] * 4], 4)  # 13 tokens, 3 rows
+    assert s == {"tokens": 13, "kept": 12, "dropped": 1, "rows": 3, "whole": 2,
+                 "begun": 3}
+
+
+def test_explain_sft_labels_names_in_place_changes_and_mask_counts():
+    ids = torch.arange(12).view(2, 6)
+    right = (loss_lab.prompt_masked_labels(ids, 2), ids)
+    changed = ids.clone()
+    changed[:, :2] = -100
+    assert "in place" in loss_lab.explain_sft_labels((changed, changed), right)
+    one_more = (loss_lab.prompt_masked_labels(ids, 3), ids)
+    assert loss_lab.explain_sft_labels(one_more, right) == \
+        "row 1: you mask 3 positions, the package masks 2"
+    assert loss_lab.explain_sft_labels(right, right) is None
+
+
+def test_reference_explains_overflow_and_rounding():
+    logits, labels = _mistake_case(torch.bfloat16)
+    ref = loss_lab.ShiftedLossReference()
+    expected = ref(logits, labels)
+    assert "logsumexp" in ref.explain(torch.tensor(float("inf")), expected)
+    rounded = expected.bfloat16().float()  # the bf16 result, handed back as float32
+    if rounded != expected:
+        assert "rounding" in ref.explain(rounded, expected)
+
+
+def test_explain_smoothing_floor_names_nan():
+    assert "0 · ln 0" in loss_lab.explain_smoothing_floor(float("nan"), 0.0)
+    assert loss_lab.explain_smoothing_floor(0.5, 0.4) is None
