@@ -251,3 +251,57 @@ def epoch_batches(n_rows: int, batch_size: int, seed: int, rank: int = 0, world:
 def steps_per_epoch(n_rows: int, batch_size: int, world: int = 1) -> int:
     """Optimizer steps in one epoch (on rank 0), counted from what `batches` yields."""
     return len(epoch_batches(n_rows, batch_size, seed=0, rank=0, world=world))
+
+
+# Tokens of the Tang build's train.txt (37,414 poems, sha256 below) encoded with poetry-dense's tokenizer,
+# each poem wrapped in <|im_start|> ... <|im_end|> as train.py packs it. Counted once on a rebuilt corpus;
+# tests/lab/test_training_lab.py recounts it when data/poetry/train.txt is present. No poem is longer
+# than 256 tokens, so packing into rows of seq_len keeps tokens // seq_len rows.
+TANG_TRAIN_TOKENS = 1_544_516
+TANG_TRAIN_SHA256 = "8f5aef5af7099f45103a4cee1a5bdb79dd65ffce19a80c166be5de4b06970fac"
+# The same count for `data build ... --collections tang,song` (224,932 train poems, sha256 82c5145f...).
+TANG_SONG_TRAIN_TOKENS = 9_872_825
+
+
+def loss_drop(losses, boundary: int, width: int = 50) -> float:
+    """Mean training loss of the `width` steps up to step `boundary` minus the mean of the `width`
+    steps after it (`losses[i]` is the loss of step i + 1): the step down at an epoch start."""
+    before, after = losses[boundary - width:boundary], losses[boundary:boundary + width]
+    if len(before) < width or len(after) < width:
+        raise ValueError(f"step {boundary}: needs {width} logged steps on each side")
+    return sum(before) / width - sum(after) / width
+
+
+def training_loop_figure(preset, vocab_size: int):
+    """The appendix's mechanism diagram: one optimizer step of train.py, drawn from `preset`."""
+    from .diagram import arrow, box, canvas, line, note
+    b, s, v = preset.batch_size, preset.seq_len, vocab_size
+    floor = preset.lr * preset.min_lr_ratio
+    fig, ax = canvas(7, 3.6, title="One training step of train.py")
+    w, h, top, low, xs = 22, 13, 31, 7, [1, 26, 51, 76]
+    upper = [("batch\n" f"[{b}, {s}] token ids\nshuffled each epoch", "tensor"),
+             ("forward\nMiniMind model\n" f"logits [{b},{s},{v}]", "attn"),
+             ("shifted loss\npredict ids[:, 1:]\n" f"{b} × {s - 1} targets", "loss"),
+             ("backward\nloss.backward()\nall gradients", "loss")]
+    lower = [(xs[3], f"clip\ngradient norm\n≤ {preset.grad_clip}", "norm"),
+             (xs[2], "AdamW step\nbetas 0.9, 0.95\n"
+              f"decay {preset.weight_decay}: matrices", "ffn"),
+             (xs[1], f"schedule\nlr of next step\nwarmup {preset.warmup},\n"
+              f"cosine to {floor:.0e}", "router")]
+    for x, (text, kind) in zip(xs, upper):
+        box(ax, x, top, w, h, text, kind=kind)
+    for x, text, kind in lower:
+        box(ax, x, low, w, h, text, kind=kind)
+    gap = 0.9  # keep arrow heads off the boxes' rounded edges
+    for x in xs[:-1]:
+        arrow(ax, (x + w + gap, top + h / 2), (x + 25 - gap, top + h / 2))
+    arrow(ax, (xs[3] + w / 2, top - gap), (xs[3] + w / 2, low + h + gap))
+    for x in xs[2:]:
+        arrow(ax, (x - gap, low + h / 2), (x - 25 + w + gap, low + h / 2))
+    corner = (xs[0] + w / 2, low + h / 2)
+    line(ax, [(xs[1] - gap, low + h / 2), corner])
+    arrow(ax, corner, (corner[0], top - gap))
+    note(ax, xs[0], low - 1.5, f"next step ({preset.steps:,} in all)")
+    note(ax, 50, 1.2, f"every {preset.eval_every} steps: held-out loss, log line, checkpoint",
+         ha="center")
+    return fig

@@ -151,3 +151,36 @@ def test_saved_tensors_lists_what_autocast_keeps():
     assert {d for _, d, _ in fp32} <= {torch.float32, torch.int64}
     assert torch.bfloat16 in {d for _, d, _ in bf16}
     assert saved_activation_bytes(config, 1, 16, bf16_autocast=False) == sum(b for *_, b in fp32)
+
+
+def test_loss_drop_compares_the_steps_before_and_after_a_boundary():
+    from minimind.lab.training_lab import loss_drop
+    losses = [5.0] * 4 + [4.0] * 4  # steps 1-4 at 5, steps 5-8 at 4: the drop after step 4
+    assert loss_drop(losses, 4, width=2) == 1.0  # exact: means of equal small numbers
+    assert loss_drop(losses, 6, width=2) == 0.0
+    with pytest.raises(ValueError):
+        loss_drop(losses, 7, width=2)
+
+
+def test_training_loop_figure_draws_the_preset():
+    import matplotlib
+    matplotlib.use("Agg")
+    from minimind.lab.training_lab import training_loop_figure
+    from minimind.training.train import PRESETS
+    fig = training_loop_figure(PRESETS["tiny-dense"], 6400)
+    texts = " ".join(t.get_text() for t in fig.axes[0].texts)
+    assert "[8, 256] token ids" in texts and "AdamW" in texts and "3,000 in all" in texts
+    assert min(t.get_fontsize() for t in fig.axes[0].texts) >= 9
+
+
+def test_tang_train_tokens_recounted_from_the_corpus():
+    import hashlib
+    from minimind.lab.training_lab import TANG_TRAIN_SHA256, TANG_TRAIN_TOKENS
+    from minimind.training.data import encode_poems, load_poems
+    path = ROOT / "data" / "poetry" / "train.txt"
+    if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != TANG_TRAIN_SHA256:
+        pytest.skip("needs the Tang build's data/poetry/train.txt (the appendix's corpus step)")
+    tok = minimind.load_tokenizer("poetry-dense")
+    sequences = encode_poems(tok, load_poems(path), 256)
+    assert max(map(len, sequences)) < 256  # nothing truncated: rows = tokens // seq_len
+    assert sum(map(len, sequences)) == TANG_TRAIN_TOKENS
