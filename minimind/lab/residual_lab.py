@@ -119,6 +119,66 @@ def sublayer_writes(stream) -> list[dict]:
     return rows
 
 
+# --- chapter 7's Exercise 1: the usual wrong Pre-Norm forwards ------------------------
+
+BLOCK_MISTAKES = {  # key: (what the answer did, the hint that fits it)
+    "post_norm": (
+        "your output is the Post-Norm order: the norms wrap the sums",
+        "In Pre-Norm the norms sit on the branches: each sub-layer reads a "
+        "normalised copy, and the stream itself is never normalised inside the block."),
+    "added_to_copy": (
+        "you add the writes to the normalised copy, not to the stream",
+        "Keep the stream as it arrives: the norm's output goes only into the "
+        "sub-layer, and what the sub-layer returns is added to the un-normalised x."),
+    "no_attention_add": (
+        "attention's output replaces the stream instead of being added to it",
+        "Count the additions in the left panel of the diagram: there are two."),
+    "no_mlp_add": (
+        "the MLP's output replaces the stream instead of being added to it",
+        "Count the additions in the left panel of the diagram: there are two."),
+    "mlp_reads_x": (
+        "the MLP reads the stream from before attention's write",
+        "The MLP reads the stream *after* the first addition, h, not x."),
+    "mlp_unnormalised": (
+        "the MLP reads the stream without its norm",
+        "The MLP, like attention, reads a copy passed through its own norm "
+        "(`post_attention_layernorm`)."),
+}
+
+
+def _mlp(block, h):
+    out = block.mlp(h)
+    return out[0] if isinstance(out, tuple) else out  # MoE: (output, router_logits)
+
+
+def block_forward_mistakes(block, x, position_embeddings) -> dict:
+    """key of `BLOCK_MISTAKES` -> [B, S, hidden]: what each usual wrong forward of a
+    Pre-Norm block returns (chapter 7, Exercise 1), from the block's four modules."""
+    n1, n2 = block.input_layernorm, block.post_attention_layernorm
+    pe = position_embeddings
+    attn = block.self_attn(n1(x), pe)[0]  # [B, S, hidden]: the right first write
+    h = x + attn
+    post_h = n1(x + block.self_attn(x, pe)[0])
+    copy_h = n1(x) + attn
+    return {"post_norm": n2(post_h + _mlp(block, post_h)),
+            "added_to_copy": n2(copy_h) + _mlp(block, n2(copy_h)),
+            "no_attention_add": attn + _mlp(block, n2(attn)),
+            "no_mlp_add": _mlp(block, n2(h)),
+            "mlp_reads_x": h + _mlp(block, n2(x)),
+            "mlp_unnormalised": h + _mlp(block, h)}
+
+
+def diagnose_block_forward(got, block, x, position_embeddings, atol: float = 1e-4):
+    """(what the answer did, its hint) from `BLOCK_MISTAKES` when `got` [B, S, hidden]
+    equals one of the usual wrong forwards; None otherwise."""
+    wrong = block_forward_mistakes(block, x, position_embeddings)
+    for key, out in wrong.items():
+        if out.shape == got.shape and torch.allclose(got.float(), out.float(),
+                                                     atol=atol, rtol=1e-3):
+            return BLOCK_MISTAKES[key]
+    return None
+
+
 # --- gradients through depth -----------------------------------------------------------------------------------
 
 def block_gradient_norms(model) -> torch.Tensor:
@@ -283,6 +343,44 @@ def write_logit(model, write, final_stream, target_ids) -> torch.Tensor:
     rows = head[target_ids] - head.mean(0)  # [B, S, hidden]: target row minus the mean row
     return (write.float() * scale * norm.weight.float() * rows).sum(-1)
 
+
+
+WRITE_LOGIT_MISTAKES = {  # chapter 7, Exercise 5: key: (what the answer did, its hint)
+    "own_divisor": (
+        "your divisor comes from the write itself",
+        "The final norm divides by the RMS of the whole stream it reads, the last "
+        "block's output; a write is only one part of that stream."),
+    "no_mean_row": (
+        "you use the target's row of the head alone",
+        "The softmax ignores what every logit gets alike: measure against the average "
+        "token, the target's row minus the mean of all rows."),
+    "no_gain": (
+        "the final norm's gain is missing",
+        "After dividing, RMSNorm multiplies by its learned gain (`norm.weight`)."),
+}
+
+
+def write_logit_mistakes(model, write, final_stream, target_ids) -> dict:
+    """key of `WRITE_LOGIT_MISTAKES` -> [B, S]: what the usual wrong `write_logit`s
+    return (chapter 7, Exercise 5)."""
+    norm, head = model.model.norm, model.lm_head.weight.float()  # [vocab, hidden]
+    write, gain = write.float(), norm.weight.float()
+    scale = torch.rsqrt(final_stream.float().pow(2).mean(-1, keepdim=True) + norm.eps)
+    own = torch.rsqrt(write.pow(2).mean(-1, keepdim=True) + norm.eps)  # [B, S, 1]
+    rows = head[target_ids] - head.mean(0)  # [B, S, hidden]
+    return {"own_divisor": (write * own * gain * rows).sum(-1),
+            "no_mean_row": (write * scale * gain * head[target_ids]).sum(-1),
+            "no_gain": (write * scale * rows).sum(-1)}
+
+
+def diagnose_write_logit(got, model, write, final_stream, target_ids):
+    """(what the answer did, its hint) when `got` [B, S] equals a usual wrong share."""
+    wrong = write_logit_mistakes(model, write, final_stream, target_ids)
+    for key, out in wrong.items():
+        if out.shape == got.shape and torch.allclose(got.float(), out, atol=1e-4,
+                                                     rtol=1e-3):
+            return WRITE_LOGIT_MISTAKES[key]
+    return None
 
 def stream_writes(stream) -> dict:
     """name -> [B, S, hidden]: the embedding, then each block's attention and MLP write, in order."""

@@ -253,3 +253,36 @@ def test_block_diagram_draws_the_configs_sizes():
     assert all(t.get_fontsize() >= 9 for t in fig.axes[0].texts)
     assert fig.get_size_inches()[0] == 7
     plt.close(fig)
+
+
+# --- Exercise 1's diagnosis of the usual wrong forwards ---------------------------------
+
+@pytest.mark.parametrize("use_moe", [False, True])
+def test_each_block_mistake_is_diagnosed_as_itself_and_the_right_forward_as_none(use_moe):
+    model = tiny_model(use_moe=use_moe)
+    block = model.model.layers[0]
+    x = torch.randn(2, 5, model.config.hidden_size, generator=torch.Generator().manual_seed(0))
+    pe = (model.model.freqs_cos[:5], model.model.freqs_sin[:5])
+    with torch.no_grad():
+        right = block(x, pe)[0]
+        mistakes = residual_lab.block_forward_mistakes(block, x, pe)
+        assert residual_lab.diagnose_block_forward(right, block, x, pe) is None
+        for key, wrong in mistakes.items():
+            # every mistake is far from the right output (not within the diagnosis tolerance)
+            assert not torch.allclose(wrong, right, atol=1e-2), key
+            assert residual_lab.diagnose_block_forward(wrong, block, x, pe) == \
+                residual_lab.BLOCK_MISTAKES[key], key
+
+
+def test_each_write_logit_mistake_is_diagnosed_as_itself(ids):
+    model = tiny_model()
+    stream, _ = recorded(model, ids)
+    final, targets = stream[1]["output"], ids
+    write = residual_lab.stream_writes(stream)["attention 0"]
+    with torch.no_grad():
+        right = residual_lab.write_logit(model, write, final, targets)
+        assert residual_lab.diagnose_write_logit(right, model, write, final, targets) is None
+        for key, wrong in residual_lab.write_logit_mistakes(model, write, final, targets).items():
+            assert not torch.allclose(wrong, right, atol=1e-2), key
+            assert residual_lab.diagnose_write_logit(wrong, model, write, final, targets) == \
+                residual_lab.WRITE_LOGIT_MISTAKES[key], key
