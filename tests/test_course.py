@@ -55,7 +55,8 @@ def test_init_writes_the_layout(tmp_path, monkeypatch):
     root = tmp_path / "course"
     assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*")) == [
         "README.md", "nbgrader_config.py", "source", "source/fx01", "source/fx01/fx01_fixture.ipynb"]
-    assert assignments["fx01"][1] == [(1, "a number", 1), (2, "a function", 2)]  # the `points-2` tag
+    # (number, title, points, difficulty, minutes): ex2 is difficulty 3 with a `points-2` override
+    assert assignments["fx01"][1] == [(1, "a number", 1, 1, 5), (2, "a function", 2, 3, 10)]
     config = _load_config(root / "nbgrader_config.py", monkeypatch)
     assert config.ClearSolutions.code_stub == {"python": "# YOUR CODE HERE"}  # no raise: stubs still run
     assert config.Execute.timeout == course.TIMEOUT_S == 300
@@ -64,15 +65,17 @@ def test_init_writes_the_layout(tmp_path, monkeypatch):
     assert os.environ["MINIMIND_GRADED"] == "1"
     assert os.environ["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)
     readme = (root / "README.md").read_text()
-    assert "| 2 | a function | 2 |" in readme and "1 chapter, 2 exercises, 3 points" in readme
+    assert "| 2 | a function | 3 | 10 | 2 |" in readme and "| | total | | 15 | 3 |" in readme
+    assert "1 chapter, 2 exercises, 3 points, 15 minutes" in readme
 
 
 def test_init_prints_the_points(tmp_path, capsys):
     assert course.main(["init", str(tmp_path / "c"), "--chapters", "fx01_fixture", "--book",
                         str(_book(tmp_path))]) == 0
     out = capsys.readouterr().out
-    assert "fx01: fx01_fixture.ipynb, 2 exercises, 3 points" in out
-    assert "exercise 2  a function" in out and "total: 1 chapter, 3 points" in out
+    assert "fx01: fx01_fixture.ipynb, 2 exercises, 3 points, 15 minutes" in out
+    assert "exercise 2  a function" in out and "difficulty 3  10 min  2 points" in out
+    assert "total: 1 chapter, 3 points" in out
 
 
 def test_init_refuses_an_existing_folder(tmp_path, capsys):
@@ -92,6 +95,64 @@ def test_init_names_the_valid_chapters(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err == "course.py: unknown chapter(s) ch99 notes; chapters with exercises: fx01\n"
     assert not root.exists()
+
+
+def test_init_copies_the_teachers_guides(tmp_path, capsys):
+    book = _book(tmp_path, bench=True)
+    (book / "teaching").mkdir()
+    (book / "teaching" / "fx01.md").write_text("# Teacher's guide: the fixture\n")
+    assert course.main(["init", str(tmp_path / "c"), "--chapters", "fx01", "fx03", "--book", str(book)]) == 0
+    assert "guides/" in capsys.readouterr().out
+    guides = tmp_path / "c" / "guides"
+    assert [p.name for p in guides.iterdir()] == ["fx01.md"]
+    assert (guides / "fx01.md").read_text() == "# Teacher's guide: the fixture\n"
+    readme = (tmp_path / "c" / "README.md").read_text()
+    assert "- [fx01](guides/fx01.md)" in readme and "(no guide yet for fx03)" in readme
+
+
+def test_table_of_the_book(tmp_path, capsys):
+    book = _book(tmp_path)
+    nb = nbformat.read(FIXTURE, as_version=4)
+    for cell in nb.cells:  # a chapter whose check cells are not tagged yet
+        if exercises.kind(cell) == exercises.CHECK:
+            cell.metadata["tags"] = ["check"]
+    nbformat.write(nb, book / "fx02_untagged.ipynb")
+    (book / "teaching").mkdir()
+    (book / "teaching" / "fx01.md").write_text("# guide\n")
+    assert course.main(["table", "--book", str(book)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "| chapter | exercises | by difficulty (1 · 2 · 3) | minutes | points | guide |",
+        "|---|---|---|---|---|---|",
+        "| fx01_fixture | 2 | 1 · 0 · 1 | 15 | 3 | [fx01.md](book/teaching/fx01.md) |",
+        "| fx02_untagged | 2 | 0 · 0 · 0 (2 untagged) | ≥ 0 (2 untagged) | 2 | — |",
+        "| **total** | 4 | 1 · 0 · 1 | ≥ 15 (2 untagged) | 5 | |"]
+
+
+TABLE_START, TABLE_END = "<!-- course.py table -->", "<!-- end of course.py table -->"
+
+
+def test_the_readme_table_is_the_tools_output():
+    """README.md's teaching section shows `python tools/course.py table`: re-paste it when a chapter's
+    exercises change (the lines between the two markers)."""
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert TABLE_START in readme and TABLE_END in readme
+    pasted = readme.split(TABLE_START, 1)[1].split(TABLE_END, 1)[0].strip()
+    assert pasted == course.book_table().strip(), "re-paste `python tools/course.py table` into README.md"
+
+
+def _check_cells():
+    for path in sorted((REPO_ROOT / "book").glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        for i, (cell, number) in enumerate(zip(nb.cells, exercises.exercise_numbers(nb))):
+            if exercises.kind(cell) == exercises.CHECK:
+                yield path.stem, i, number, cell
+
+
+def test_every_check_cell_has_a_difficulty_and_minutes():
+    """The planning tags (tools/exercises.py): `difficulty-1|2|3` and `minutes-N` on every check cell."""
+    missing = [f"{name} cell {i} (exercise {n})" for name, i, n, cell in _check_cells()
+               if exercises.difficulty(cell) not in exercises.DIFFICULTIES or exercises.minutes(cell) is None]
+    assert not missing, "no difficulty-N or minutes-N tag: " + ", ".join(missing)
 
 
 def test_source_is_the_student_edition_with_solutions(tmp_path):
@@ -155,41 +216,133 @@ def _comparable(nb):
     return cells
 
 
+# The simulated class of the done-means test (issue #21), per chapter: what a partly right student writes
+# (exercise -> the solution cell's code; `right`: the exercises it gets right, one of them correct but
+# raising a torch UserWarning), and the gaming attempts, each of which must score 0 with the words that
+# refuse it in its check cell's output. A chapter added to COURSE_CHAPTERS needs its entry here.
+WARNS = "torch.tensor(x)"  # a correct answer that warns: "To copy construct from a tensor ..."
+CLASS = {
+    "ch04a": {
+        "partly": {
+            1: "weights_shape = (1, 4, 3, 8)",
+            2: "def fixed_mask(q_len, kv_len):\n"
+               "    return torch.ones(q_len, kv_len, dtype=torch.bool).tril()",  # the broken mask
+            3: f"def my_repeat_kv(x, n_rep):\n    return {WARNS}.repeat_interleave(n_rep, dim=2)",
+        },
+        "right": [1, 3],
+        "gaming": {
+            2: ("def fixed_mask(q_len, kv_len):  # a wrapper of the package's mask\n"
+                "    return causal_mask(q_len, kv_len)[0, 0]", "asks you not to use `causal_mask`"),
+            3: ("my_repeat_kv = repeat_kv", "is the package's own `repeat_kv`"),
+            4: ("attention_params = 1_000_000", "is not the package's value"),  # no direction
+            5: ("def my_attention(q, k, v):\n"
+                "    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)",
+                "asks you not to use `torch.nn.functional.scaled_dot_product_attention`"),
+        },
+    },
+    "ch05": {
+        "partly": {
+            1: "def my_intermediate_size(hidden_size):\n"
+               "    return math.ceil(hidden_size * math.pi / 64) * 64",
+            2: "def my_swiglu(x, w_gate, w_up, w_down):\n"
+               f"    x = {WARNS}\n    g = x @ w_gate.T\n"
+               "    return (g * torch.sigmoid(g) * (x @ w_up.T)) @ w_down.T",
+            3: "def my_ffn_flops(hidden_size, width, gated):\n"
+               "    return (3 if gated else 2) * hidden_size * width",  # a multiply-add counted once
+        },
+        "right": [1, 2],
+        "gaming": {
+            1: ("def my_intermediate_size(hidden_size):\n    return 2400", "is not the package's value"),
+            2: ("def my_swiglu(x, w_gate, w_up, w_down):\n"
+                "    return (F.silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T",
+                "asks you not to use `torch.nn.functional.silu`"),
+            6: ("my_keep_largest = ffn_lab.keep_largest", "is the package's own `keep_largest`"),
+        },
+    },
+}
+COURSE_CHAPTERS = os.environ.get("COURSE_TEST_CHAPTERS", "ch04a ch05").split()
+
+
+def _answered(release, chapter: str, answers: dict) -> nbformat.NotebookNode:
+    """The release with the solution cells of some exercises replaced by a student's code."""
+    nb = nbformat.read(release, as_version=4)
+    ids = {f"{chapter}-ex{n}-solution": code for n, code in answers.items()}
+    found = set()
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in ids:
+            cell.source, found = ids[grade_id], found | {grade_id}
+    assert found == set(ids), f"no solution cell {sorted(set(ids) - found)} in {release.name}"
+    return nb
+
+
+def _check_output(nb, grade_id: str) -> str:
+    [cell] = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
+    return "\n".join(o.get("text", "") + "\n".join(o.get("traceback", [])) for o in cell.outputs)
+
+
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")  # nbgrader's gradebook, harmless
-def test_course_path_on_a_chapter(tmp_path):
-    """init -> generate_assignment -> autograde two submissions: the reference solutions score full marks,
-    the unchanged release 0; the release is the student edition; graded mode reaches the kernel.
-    COURSE_TEST_CHAPTER picks the chapter (default ch04a). Measured on 2 shared cores: ~90 s in all at load
-    average 5 (autograde 29 s and 45 s), 8 min at load average 10."""
+def test_course_path_for_a_class(tmp_path):
+    """The done-means test of issue #21, on COURSE_CHAPTERS (default ch04a ch05; COURSE_TEST_CHAPTERS
+    picks others, each with an entry in CLASS): init -> generate_assignment -> four submissions per
+    chapter -> autograde -> generate_feedback. The unchanged release scores 0, the reference full marks,
+    the partly right student exactly the points of its right exercises (one of them correct but warning:
+    full marks, the warning reported on stdout), and each gaming attempt 0 with the check's refusal in
+    its output; graded mode reaches the kernel and keeps the direction of a numeric miss out of it.
+    The release equals the student edition. Prints the autograde time of each submission."""
     from nbgrader.api import Gradebook
-    chapter = os.environ.get("COURSE_TEST_CHAPTER", "ch04a")
     root, folder = tmp_path / "course", tmp_path / "book"
     folder.mkdir()
-    snapshot = Path(shutil.copy(course.resolve([chapter])[0], folder))  # the chapter may change meanwhile
-    notebook = course.init(root, [chapter], folder)[chapter][0]
-    times = {"generate": _nbgrader(root, "generate_assignment", chapter)}
-    release = root / "release" / chapter / notebook.name
-    book = nbformat.read(snapshot, as_version=4)
-    assert _comparable(nbformat.read(release, as_version=4)) == _comparable(student_notebook(book, chapter))
-    stubs = nbformat.read(release, as_version=4)  # a student who adds a cell: it runs, and it is not graded
-    stubs.cells.append(new_code_cell('import os\nprint("graded mode:", os.environ.get("MINIMIND_GRADED"))'))
-    submissions = {"reference": nbformat.read(notebook, as_version=4), "stubs": stubs}
-    for student, nb in submissions.items():
-        (root / "submitted" / student / chapter).mkdir(parents=True)
-        nbformat.write(nb, root / "submitted" / student / chapter / notebook.name)
-        times[student] = _nbgrader(root, "autograde", chapter, "--student", student)
+    books = {c: nbformat.read(shutil.copy(course.resolve([c])[0], folder), as_version=4)
+             for c in COURSE_CHAPTERS}  # snapshots: the chapters may change meanwhile
+    notebooks = {c: nb for c, (nb, _) in course.init(root, COURSE_CHAPTERS, folder).items()}
+    times: dict[str, float] = {}
+    for chapter, notebook in notebooks.items():
+        times[f"{chapter} release"] = _nbgrader(root, "generate_assignment", chapter)
+        release = root / "release" / chapter / notebook.name
+        assert _comparable(nbformat.read(release, as_version=4)) == \
+            _comparable(student_notebook(books[chapter], chapter))
+        plan = CLASS[chapter]
+        unchanged = nbformat.read(release, as_version=4)  # an added cell runs, and is not graded
+        unchanged.cells.append(new_code_cell('import os\nprint("graded:", os.environ.get("MINIMIND_GRADED"))'))
+        submissions = {"unchanged": unchanged, "reference": nbformat.read(notebook, as_version=4),
+                       "partly": _answered(release, chapter, plan["partly"]),
+                       "gamer": _answered(release, chapter, {n: c for n, (c, _) in plan["gaming"].items()})}
+        for student, nb in submissions.items():
+            (root / "submitted" / student / chapter).mkdir(parents=True)
+            nbformat.write(nb, root / "submitted" / student / chapter / notebook.name)
+            times[f"{chapter} {student}"] = _nbgrader(root, "autograde", chapter, "--student", student)
+        times[f"{chapter} feedback"] = _nbgrader(root, "generate_feedback", chapter)
+    print("\n" + "; ".join(f"{k} {v:.0f} s" for k, v in times.items()))
+
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}", course_id=course.COURSE_ID) as gradebook:
-        scores = {s: (gradebook.find_submission(chapter, s).score, gradebook.find_submission(chapter, s).max_score)
-                  for s in submissions}
-    graded = nbformat.read(root / "autograded" / "stubs" / chapter / notebook.name, as_version=4)
-    slowest = max(_seconds(cell) for cell in graded.cells if cell.cell_type == "code")
-    print(f"\n{chapter}: " + ", ".join(f"{k} {v:.0f} s" for k, v in times.items())
-          + f"; slowest cell {slowest:.1f} s; scores {scores}")
-    total = scores["reference"][1]
-    assert total == sum(p for _, _, p in course.exercise_table(book)) > 0
-    assert scores == {"reference": (total, total), "stubs": (0.0, total)}  # exact: sums of integer points
-    assert "graded mode: 1" in graded.cells[-1].outputs[0].text
+        for chapter, notebook in notebooks.items():
+            table, plan = course.exercise_table(books[chapter]), CLASS[chapter]
+            total = sum(e.points for e in table)
+            value = {e.number: e.points for e in table}
+            scores = {s: gradebook.find_submission(chapter, s).score
+                      for s in ("unchanged", "reference", "partly", "gamer")}
+            assert gradebook.find_submission(chapter, "reference").max_score == total > 0
+            assert scores == {"unchanged": 0, "reference": total, "gamer": 0,
+                              "partly": sum(value[n] for n in plan["right"])}, (chapter, scores)
+            assert not any(gradebook.find_submission(chapter, s).needs_manual_grade for s in scores)
+            graded = {s: nbformat.read(root / "autograded" / s / chapter / notebook.name, as_version=4)
+                      for s in ("unchanged", "partly", "gamer")}
+            assert "graded: 1" in graded["unchanged"].cells[-1].outputs[0].text
+            slowest = max(_seconds(c) for c in graded["unchanged"].cells if c.cell_type == "code")
+            print(f"{chapter}: slowest cell {slowest:.1f} s; scores {scores}")
+            warned = [n for n in plan["right"] if WARNS in plan["partly"][n]]
+            for n in warned:  # correct, warned: full marks, the warning on stdout
+                output = _check_output(graded["partly"], f"{chapter}-ex{n}-check")
+                assert "✓" in output and "note: your function warned: UserWarning" in output, output
+            for n, (_, refusal) in plan["gaming"].items():
+                grade = gradebook.find_grade(f"{chapter}-ex{n}-check", notebook.stem, chapter, "gamer")
+                output = _check_output(graded["gamer"], f"{chapter}-ex{n}-check")
+                assert grade.score == 0 and refusal in output, (chapter, n, output)
+                assert "too large" not in output and "too small" not in output  # graded mode
+            feedback = root / "feedback" / "partly" / chapter / notebook.with_suffix(".html").name
+            assert feedback.is_file() and "✗" in feedback.read_text()
 
 
 def _seconds(cell) -> float:

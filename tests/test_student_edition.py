@@ -93,6 +93,11 @@ def test_the_fixture_follows_the_conventions():
     ("print(my_check(f, g))", ["check"], "must fail"),  # neither check(...) (raises) nor assert
     ("x = 1", ["solution", "check"], "use one of them"),
     ("assert check(f, g, [()])", ["points-2"], "only counts on a `check` cell"),
+    ("x = 1", ["difficulty-2"], "`difficulty-N` tag only counts on a `check` cell"),
+    ("assert check(f, g, [()])", ["check", "minutes-5"], "needs a `difficulty-1`"),
+    ("assert check(f, g, [()])", ["check", "difficulty-2"], "needs a `minutes-N` tag"),
+    ("assert check(f, g, [()])", ["check", "difficulty-4", "minutes-5"], "use difficulty-1, -2 or -3"),
+    ("assert check(f, g, [()])", ["check", "difficulty-1", "difficulty-2", "minutes-5"], "keep one"),
     ("def f(x):\n    # return twice x\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION",
      ["solution"], "stub is not valid Python"),
 ])
@@ -103,6 +108,16 @@ def test_problems_name_each_broken_convention(source, tags, expected):
                              new_code_cell("assert check(f, g, [()])", metadata={"tags": ["check"]})])
     found = exercises.problems(nb)
     assert any(expected in p for p in found), found
+
+
+def test_points_default_to_the_difficulty():
+    def cell(*tags):
+        return new_code_cell("check(f, g, [()])", metadata={"tags": ["check", *tags]})
+    assert exercises.points(cell("difficulty-3", "minutes-20")) == 3
+    assert exercises.points(cell("difficulty-3", "minutes-20", "points-1")) == 1  # the override
+    assert exercises.points(cell()) == 1  # untagged (a problem): 1 point, as before the tags
+    nb = new_notebook(cells=[new_markdown_cell("### Exercise 1: t"), cell("difficulty-2", "minutes-10")])
+    assert exercises.nbgrader_metadata(nb, "ch01")[1]["points"] == 2
 
 
 def test_problems_want_a_check_and_a_hint_per_exercise():

@@ -2,6 +2,7 @@
 
     python tools/course.py init COURSE --chapters ch04a ch10      # or ch04a_attention ch10_generation
     python tools/course.py init COURSE --chapters ch04a --book path/to/book/
+    python tools/course.py table                                  # the book's exercises per chapter (Markdown)
 
 writes (and refuses to touch an existing COURSE):
 - `COURSE/nbgrader_config.py`: the code stub the book's exercises need (`# YOUR CODE HERE`, no raise: a value
@@ -14,21 +15,30 @@ writes (and refuses to touch an existing COURSE):
 - `COURSE/source/<chapter>/bench/results/` for the chapters that plot the committed benchmark tables (they
   find them with `minimind.lab.bench_results()`, next to the notebook first), so the release runs from a
   pip-installed package;
-- `COURSE/README.md`: the exercises and points per chapter, and the next commands.
-Points per exercise come from the check cells' `points-N` tags (1 without one). The README of the repository
-(section "Teaching with nbgrader") walks through release, collect, autograde and feedback.
+- `COURSE/guides/<chapter>.md`: the teacher's guide of each chapter that has one (`book/teaching/<chNN>.md`:
+  what each exercise trains, the common wrong answers and what the checker says to each);
+- `COURSE/README.md`: per chapter a table of its exercises (difficulty, minutes, points) with totals, the
+  guides, and the next commands.
+Difficulty and minutes come from the check cells' `difficulty-N` and `minutes-N` tags, points from their
+`points-N` tags or else the difficulty (tools/exercises.py). `table` prints one row per chapter of the whole
+book: the table in the README of the repository (section "Teaching with nbgrader", which walks through
+release, collect, autograde and feedback; a test keeps the two equal).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
+import shutil
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from exercises import CHECK, EXERCISE_HEADING, exercise_numbers, kind, notebook_prefix, points  # noqa: E402
+from exercises import (CHECK, EXERCISE_HEADING, difficulty, exercise_numbers, kind, minutes,  # noqa: E402
+                       notebook_prefix, points)
 from refresh_notebooks import REPO_ROOT  # noqa: E402
 from student_edition import CODE_STUB, copy_bench, reads_bench, source_notebook  # noqa: E402
 
@@ -93,19 +103,47 @@ def resolve(names: list[str], book: Path = BOOK) -> list[Path]:
     return list(dict.fromkeys(picked))  # a chapter named twice: once
 
 
-def exercise_table(nb) -> list[tuple[int, str, float]]:
-    """(number, title, points) per exercise: the `### Exercise N: title` heading, its check cells' points."""
-    titles, totals = {}, {}
+class Exercise(NamedTuple):
+    """One exercise of a chapter, as a teacher plans with it (None: its check cells lack the tag)."""
+    number: int
+    title: str
+    points: float
+    difficulty: int | None
+    minutes: int | None
+
+
+def _title(rest: str) -> str:
+    """The title after `### Exercise N`: ": spot the bug" -> "spot the bug";
+    " (go further): which head?" -> "which head? (go further)"."""
+    rest = rest.strip()
+    aside = re.match(r"\(([^)]*)\)\s*", rest)
+    if aside:
+        rest = rest[aside.end():]
+    rest = rest.lstrip(" :.-—")
+    return f"{rest} ({aside.group(1)})" if aside and rest else rest
+
+
+def exercise_table(nb) -> list[Exercise]:
+    """One Exercise per `### Exercise N: title` heading: its check cells' points (summed), difficulty
+    (the highest) and minutes (summed; None when a check cell has no `minutes-N` tag)."""
+    titles, found = {}, {}
     for cell, number in zip(nb.cells, exercise_numbers(nb)):
         if cell.cell_type == "markdown":
             for line in cell.source.splitlines():
                 match = EXERCISE_HEADING.match(line.strip())
                 if match:
-                    title = line.strip()[match.end():].lstrip(" :.-—")
-                    titles[int(match.group(2))] = title
+                    titles[int(match.group(2))] = _title(line.strip()[match.end():])
         if kind(cell) == CHECK:
-            totals[number] = totals.get(number, 0) + points(cell)
-    return [(n, titles.get(n, ""), totals.get(n, 0)) for n in sorted(titles)]
+            found.setdefault(number, []).append(cell)
+    table = []
+    for n in sorted(titles):
+        cells = found.get(n, [])
+        levels, times = [difficulty(c) for c in cells], [minutes(c) for c in cells]
+        table.append(Exercise(
+            n, titles[n], sum(points(c) for c in cells),
+            max(levels) if cells and None not in levels else None,
+            sum(times) if cells and None not in times else None))
+    return table
 
 
 def _count(value, what: str) -> str:
@@ -116,18 +154,59 @@ def _points(value) -> str:
     return _count(value, "point")
 
 
+def _or_unknown(value) -> str:
+    return "?" if value is None else f"{value:g}"
+
+
+def _minutes(table) -> str:
+    """The minutes of a list of exercises: their sum, or '≥ sum (k untagged)'."""
+    known = [e.minutes for e in table if e.minutes is not None]
+    missing = len(table) - len(known)
+    return f"{sum(known)}" if not missing else f"≥ {sum(known)} ({missing} untagged)"
+
+
 def summary(assignments: dict[str, tuple[Path, list]]) -> list[str]:
-    """Markdown lines: a table per chapter (exercise, title, points) and the totals."""
-    lines, grand, count = [], 0, 0
+    """Markdown lines: a table per chapter (exercise, title, difficulty, minutes, points) and the totals."""
+    lines, grand, count, everything = [], 0, 0, []
     for assignment, (notebook, table) in assignments.items():
-        total = sum(p for _, _, p in table)
-        grand, count = grand + total, count + len(table)
-        lines += [f"## {assignment}: {notebook.name} ({_count(len(table), 'exercise')}, {_points(total)})", "",
-                  "| exercise | title | points |", "|---|---|---|"]
-        lines += [f"| {n} | {title} | {p:g} |" for n, title, p in table] + [""]
+        total = sum(e.points for e in table)
+        grand, count, everything = grand + total, count + len(table), everything + list(table)
+        lines += [f"## {assignment}: {notebook.name} ({_count(len(table), 'exercise')}, {_points(total)}, "
+                  f"{_minutes(table)} minutes)", "",
+                  "| exercise | title | difficulty | minutes | points |", "|---|---|---|---|---|"]
+        lines += [f"| {e.number} | {e.title} | {_or_unknown(e.difficulty)} | {_or_unknown(e.minutes)} "
+                  f"| {e.points:g} |" for e in table]
+        lines += [f"| | total | | {_minutes(table)} | {total:g} |", ""]
     lines.append(f"Total: {_count(len(assignments), 'chapter')}, {_count(count, 'exercise')}, "
-                 f"{_points(grand)}.")
+                 f"{_points(grand)}, {_minutes(everything)} minutes.")
+    lines.append("")
+    lines.append("Difficulty: 1 a guided step, 2 build a piece from the chapter's description, 3 an open "
+                 "experiment or the chapter's hardest build. Points are the difficulty unless a check "
+                 "cell's `points-N` tag says otherwise; minutes are what a student needs, honestly.")
     return lines
+
+
+def book_table(book: Path = BOOK, guides: Path | None = None) -> str:
+    """The whole book's exercises, one Markdown row per chapter (the repository README's table)."""
+    guides = guides if guides is not None else book / "teaching"
+    lines = ["| chapter | exercises | by difficulty (1 · 2 · 3) | minutes | points | guide |",
+             "|---|---|---|---|---|---|"]
+    everything, levels_all = [], [0, 0, 0]
+    in_order = sorted(chapters(book).items(), key=lambda item: (item[0].startswith("appendix"), item[0]))
+    for prefix, path in in_order:  # the chapters, then the appendices
+        table = exercise_table(nbformat.read(path, as_version=4))
+        everything += table
+        levels = [sum(e.difficulty == d for e in table) for d in (1, 2, 3)]
+        levels_all = [a + b for a, b in zip(levels_all, levels)]
+        untagged = sum(e.difficulty is None for e in table)
+        spread = " · ".join(map(str, levels)) + (f" ({untagged} untagged)" if untagged else "")
+        guide = guides / f"{prefix}.md"
+        link = f"[{prefix}.md](book/teaching/{prefix}.md)" if guide.is_file() else "—"
+        lines.append(f"| {path.stem} | {len(table)} | {spread} | {_minutes(table)} "
+                     f"| {sum(e.points for e in table):g} | {link} |")
+    lines.append(f"| **total** | {len(everything)} | {' · '.join(map(str, levels_all))} "
+                 f"| {_minutes(everything)} | {sum(e.points for e in everything):g} | |")
+    return "\n".join(lines) + "\n"
 
 
 def init(course: Path, names: list[str], book: Path = BOOK) -> dict[str, tuple[Path, list]]:
@@ -152,8 +231,25 @@ def init(course: Path, names: list[str], book: Path = BOOK) -> dict[str, tuple[P
         if reads_bench(nb):
             copy_bench(folder)
         assignments[prefix] = (folder / name, exercise_table(nb))
+        guide = book / "teaching" / f"{prefix}.md"
+        if guide.is_file():
+            (course / "guides").mkdir(exist_ok=True)
+            shutil.copy(guide, course / "guides" / guide.name)
     (course / "README.md").write_text(_readme(course, assignments))
     return assignments
+
+
+def _guides(course: Path, assignments) -> list[str]:
+    found = [a for a in assignments if (course / "guides" / f"{a}.md").is_file()]
+    if not found:
+        return []
+    lines = ["## Teacher's guides", "",
+             "What each exercise trains, the common wrong answers and what the checker says to each:", ""]
+    lines += [f"- [{a}](guides/{a}.md)" for a in found]
+    missing = [a for a in assignments if a not in found]
+    if missing:
+        lines.append(f"- (no guide yet for {', '.join(missing)})")
+    return lines + [""]
 
 
 def _readme(course: Path, assignments) -> str:
@@ -165,7 +261,7 @@ def _readme(course: Path, assignments) -> str:
              f"nbgrader autograde {first}             # submitted/<student>/{first}/ -> autograded/",
              f"nbgrader generate_feedback {first}     # feedback/<student>/{first}/*.html",
              "nbgrader export                       # grades.csv", "```", ""]
-    return "\n".join(steps + summary(assignments)) + "\n"
+    return "\n".join(steps + _guides(course, assignments) + summary(assignments)) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -176,20 +272,28 @@ def main(argv: list[str] | None = None) -> int:
     make.add_argument("--chapters", nargs="+", required=True, metavar="CHAPTER",
                       help="ch04a ch10 ... (or full notebook names)")
     make.add_argument("--book", type=Path, default=BOOK, help="the folder of the chapters (default: book/)")
+    show = commands.add_parser("table", help="print the book's exercises per chapter as Markdown")
+    show.add_argument("--book", type=Path, default=BOOK, help="the folder of the chapters (default: book/)")
     args = parser.parse_args(argv)
+    if args.command == "table":
+        print(book_table(args.book), end="")
+        return 0
     try:
         assignments = init(args.course, args.chapters, args.book)
     except CourseError as error:
         print(f"course.py: {error}", file=sys.stderr)
         return 2
-    print(f"wrote {args.course}/ (nbgrader_config.py, source/, README.md)")
+    written = "nbgrader_config.py, source/, " + ("guides/, " if (args.course / "guides").is_dir() else "")
+    print(f"wrote {args.course}/ ({written}README.md)")
     grand = 0
     for assignment, (notebook, table) in assignments.items():
-        total = sum(p for _, _, p in table)
+        total = sum(e.points for e in table)
         grand += total
-        print(f"{assignment}: {notebook.name}, {_count(len(table), 'exercise')}, {_points(total)}")
-        for number, title, value in table:
-            print(f"  exercise {number}  {title[:60]:60}  {_points(value)}")
+        print(f"{assignment}: {notebook.name}, {_count(len(table), 'exercise')}, {_points(total)}, "
+              f"{_minutes(table)} minutes")
+        for e in table:
+            print(f"  exercise {e.number}  {e.title[:52]:52}  difficulty {_or_unknown(e.difficulty)}"
+                  f"  {_or_unknown(e.minutes):>2} min  {_points(e.points)}")
     print(f"total: {_count(len(assignments), 'chapter')}, {_points(grand)}")
     print(f"next: cd {args.course} && nbgrader generate_assignment {next(iter(assignments))}")
     return 0

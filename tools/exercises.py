@@ -6,9 +6,8 @@ tools/student_edition.py builds the student edition with nbgrader's own preproce
 
     tag         cell       nbgrader metadata                                    student edition
     solution    code       solution cell, `{nb}-ex{N}-solution`                 BEGIN..END SOLUTION -> "# YOUR CODE HERE"
-    check       code       autograded test cell, locked, 1 point (`points-2`    kept, locked; fails until the
-                           tag: 2 points), `{nb}-ex{N}-check`; it must call     exercise is solved
-                           `check(...)` (raises) or `assert`
+    check       code       autograded test cell, locked, `{nb}-ex{N}-check`;    kept, locked; fails until the
+                           it must call `check(...)` (raises) or `assert`       exercise is solved
     answer      code       solution cell (generate_assignment clears it),       dropped
                            `{nb}-ex{N}-answer`
     answer or   markdown   manually graded answer worth 0 points (nbgrader      dropped
@@ -16,6 +15,16 @@ tools/student_edition.py builds the student edition with nbgrader's own preproce
                            generate_assignment replaces the text by "YOUR
                            ANSWER HERE"; left unchanged it scores 0 and
                            needs no manual grading
+
+Every `check` cell also carries two planning tags (a missing one is a problem):
+
+    difficulty-1   a guided step (fill in a number or a shape the chapter just showed)
+    difficulty-2   build a piece from the chapter's description
+    difficulty-3   an open experiment, or the hardest build of the chapter
+    minutes-N      what a student needs for the exercise, honestly (5, 10, 15, 20, 30)
+    points-N       optional: the check's nbgrader points; without it, points = the difficulty
+
+`tools/course.py table` prints them per chapter (the README's teaching section).
 
 `{nb}` is the notebook's name up to its first underscore (`ch03_rope.ipynb` -> `ch03`), `N` the number of the
 nearest `### Exercise N` heading above the cell (0 before the first one); a second cell of the same kind in one
@@ -35,6 +44,9 @@ from pathlib import Path
 
 SOLUTION, CHECK, ANSWER = "solution", "check", "answer"
 POINTS_TAG = re.compile(r"^points-(\d+(?:\.\d+)?)$")
+DIFFICULTY_TAG = re.compile(r"^difficulty-(\d+)$")
+MINUTES_TAG = re.compile(r"^minutes-(\d+)$")
+DIFFICULTIES = (1, 2, 3)
 EXERCISE_HEADING = re.compile(r"^(#{1,6})\s*Exercise\s+(\d+)\b", re.IGNORECASE)
 HEADING = re.compile(r"^(#{1,6})\s")
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
@@ -57,14 +69,29 @@ def _tags(cell) -> list[str]:
     return list(cell.get("metadata", {}).get("tags", []))
 
 
+def _tag_values(cell, pattern) -> list[str]:
+    return [m.group(1) for tag in _tags(cell) if (m := pattern.match(tag))]
+
+
+def difficulty(cell) -> int | None:
+    """1, 2 or 3 from a `difficulty-N` tag (None without one)."""
+    values = _tag_values(cell, DIFFICULTY_TAG)
+    return int(values[0]) if values else None
+
+
+def minutes(cell) -> int | None:
+    """The expected minutes from a `minutes-N` tag (None without one)."""
+    values = _tag_values(cell, MINUTES_TAG)
+    return int(values[0]) if values else None
+
+
 def points(cell) -> float:
-    """Points of a `check` cell: 1 unless a `points-N` tag says otherwise."""
-    for tag in _tags(cell):
-        match = POINTS_TAG.match(tag)
-        if match:
-            value = float(match.group(1))
-            return int(value) if value.is_integer() else value
-    return 1
+    """Points of a `check` cell: a `points-N` tag, else its difficulty, else 1."""
+    values = _tag_values(cell, POINTS_TAG)
+    if values:
+        value = float(values[0])
+        return int(value) if value.is_integer() else value
+    return difficulty(cell) or 1
 
 
 def kind(cell) -> str | None:
@@ -203,8 +230,23 @@ def problems(nb) -> list[str]:
                 found.append(f"{where}: a `check` cell must fail when the answer is wrong "
                              "(`check(...)`, which raises, or an `assert`), or an unanswered exercise "
                              "still scores its points")
-        if any(POINTS_TAG.match(tag) for tag in _tags(cell)) and what != CHECK:
-            found.append(f"{where}: a `points-N` tag only counts on a `check` cell")
+        for pattern, label in ((POINTS_TAG, "points-N"), (DIFFICULTY_TAG, "difficulty-N"),
+                               (MINUTES_TAG, "minutes-N")):
+            values = _tag_values(cell, pattern)
+            if values and what != CHECK:
+                found.append(f"{where}: a `{label}` tag only counts on a `check` cell")
+            elif len(values) > 1:
+                found.append(f"{where}: {len(values)} `{label}` tags: keep one")
+        if what == CHECK:
+            level = difficulty(cell)
+            if level is None:
+                found.append(f"{where}: a `check` cell needs a `difficulty-1`, `difficulty-2` or "
+                             "`difficulty-3` tag (its points default to it)")
+            elif level not in DIFFICULTIES:
+                found.append(f"{where}: `difficulty-{level}`: use difficulty-1, -2 or -3")
+            if minutes(cell) is None:
+                found.append(f"{where}: a `check` cell needs a `minutes-N` tag (what a student needs: "
+                             "5, 10, 15, 20, 30)")
         if what is not None and numbers[i] == 0:
             found.append(f"{where}: tagged `{what}` but no `### Exercise N` heading comes before it")
     # per exercise: at least one check and one hint dropdown
@@ -227,11 +269,14 @@ def problems(nb) -> list[str]:
 
 
 def summary(nb, prefix: str) -> list[str]:
-    """One line per exercise cell: grade id, kind, points."""
+    """One line per exercise cell: grade id; for a check, points, difficulty and minutes."""
     lines = []
-    for i, meta in enumerate(nbgrader_metadata(nb, prefix)):
+    for i, (cell, meta) in enumerate(zip(nb.cells, nbgrader_metadata(nb, prefix))):
         if meta:
             extra = f", {meta['points']} point(s)" if meta["grade"] else ""
+            if kind(cell) == CHECK:
+                extra += (f", difficulty {difficulty(cell) or '?'}, "
+                          f"{minutes(cell) or '?'} min")
             lines.append(f"cell {i:3d}: {meta['grade_id']}{extra}")
     return lines
 
