@@ -177,3 +177,146 @@ def running_mean(values, window: int) -> torch.Tensor:
     ends = torch.arange(1, len(x) + 1)
     starts = (ends - window).clamp(min=0)
     return (sums[ends] - sums[starts]) / (ends - starts)
+
+
+
+# --- the mechanism, drawn (chapter 8's first figure) ------------------------------
+
+def tying_figure(config, others: dict | None = None):
+    """One V × d matrix read at both ends: the embedding looks up a row, the LM head
+    takes a dot product with every row (chapter 8).
+
+    Sizes from `config`; `others` ({name: config}) adds a note line.
+    """
+    import matplotlib.pyplot as plt
+    from . import diagram
+    V, d, L = config.vocab_size, config.hidden_size, config.num_hidden_layers
+    title = f"Weight tying: one {V:,} × {d} matrix W at both ends of the model"
+    with plt.rc_context({"font.family": ["DejaVu Sans"]}):  # no Chinese on this figure
+        fig, ax = diagram.canvas(7, 3.7, title=title)
+        _draw_tying(ax, V, d, L)
+        if others:
+            sizes = "; ".join(f"{name}: {c.vocab_size:,} × {c.hidden_size}"
+                              for name, c in others.items())
+            diagram.note(ax, 50, 1.2, f"the same picture, other sizes: {sizes}",
+                         ha="center")
+    return fig
+
+
+def _draw_tying(ax, V, d, L):
+    from matplotlib.patches import Rectangle
+    from . import diagram
+    y, h = 38, 9  # the forward pass, left to right: (x, width, text, kind, shape above)
+    flow = [(1, 12.5, "token ids", "tensor", "[B, S]"),
+            (18, 19, "embed_tokens\nx = W[id]", "embed", f"x [B, S, {d}]"),
+            (41, 17, f"{L} blocks\n+ final norm", "attn", f"h [B, S, {d}]"),
+            (62.5, 19, "lm_head\nz = h · W$^\\top$", "embed", ""),
+            (86, 13, "logits z", "loss", f"[B, S, {V:,}]")]
+    for k, (x, w, text, kind, shape) in enumerate(flow):
+        diagram.box(ax, x, y, w, h, text, kind)
+        if shape:
+            diagram.shape(ax, x + w / 2, y + h + 3, shape, ha="center")
+        if k:
+            end_of_previous = flow[k - 1][0] + flow[k - 1][1]
+            diagram.arrow(ax, (end_of_previous + 0.5, y + h / 2), (x - 0.5, y + h / 2))
+    mx, mw, my, mh = 27, 46, 9, 14  # the one matrix
+    diagram.box(ax, mx, my, mw, mh, "", "embed", lw=1.6)
+    ax.add_patch(Rectangle((mx, my + 9), mw, 1.6, facecolor=diagram.HEAD_COLOURS[1],
+                           alpha=0.9))  # one row
+    diagram.note(ax, mx + mw / 2, my + 4.5,
+                 f"W  [{V:,}, {d}]\none Parameter, {V * d:,} weights",
+                 ha="center", colour=diagram.INK)
+    diagram.note(ax, mx + mw + 1.5, my + 9.8, "row v: token v's\nvector, in and out")
+    ink = diagram.SHAPE_INK
+    diagram.arrow(ax, (mx + 3, my + mh + 0.5), (27.5, y - 0.6), colour=ink)
+    diagram.note(ax, 2, 28.5, "input: read row id\n(a lookup, 1 row\nper position)")
+    diagram.arrow(ax, (mx + mw - 3, my + mh + 0.5), (72, y - 0.6), colour=ink)
+    diagram.note(ax, 74, 28.5,
+                 f"output: dot product\nof h with all {V:,}\nrows (1 logit each)")
+
+
+# --- the build-it exercise: a tied head -------------------------------------------
+
+def tied_logits(hidden: torch.Tensor, embedding: torch.nn.Embedding) -> torch.Tensor:
+    """Chapter 8's tied LM head: logit v = hidden · row v of the embedding's matrix."""
+    return F.linear(hidden, embedding.weight)  # [B, S, d] @ [V, d]^T -> [B, S, V]
+
+
+def through_both_ends(head, weight, ids, targets):
+    """(logits, gradient of the embedding's matrix) of a toy model that reads `ids`
+    [B, S] through an embedding made from `weight` [V, d] and scores with
+    `head(hidden, embedding)`.
+
+    The embedding is used at both ends, so a real tie sends the loss's gradient to its
+    matrix from the lookup and from the head; a head that uses a copy sends only the
+    lookup's share.
+    """
+    matrix = weight.detach().clone()
+    embedding = torch.nn.Embedding.from_pretrained(matrix, freeze=False)
+    x = embedding(ids)  # [B, S, d]
+    hidden = torch.tanh(x + x.roll(1, dims=1))  # stands in for the blocks
+    logits = head(hidden, embedding)  # [B, S, V]
+    F.cross_entropy(logits.flatten(0, 1), targets.flatten()).backward()
+    return logits.detach(), embedding.weight.grad
+
+
+def head_miss(got, expected) -> str | None:
+    """Chapter 8's tied-head exercise: what a miss means (transposed, or a copy)."""
+    (logits, grad), (logits_ref, grad_ref) = got, expected
+    if logits.shape != logits_ref.shape:
+        return (f"your logits have shape {list(logits.shape)}: the head gives one "
+                f"score per token of the vocabulary, {logits_ref.shape[-1]} a position")
+    if not torch.allclose(logits, logits_ref, atol=1e-5, rtol=1e-4):
+        return ("your logits have the right shape but not the right values: logit v "
+                "should be the dot product of h with row v of the matrix")
+    if grad is None or not torch.allclose(grad, grad_ref, atol=1e-5, rtol=1e-4):
+        return ("the logits are right, but the embedding's matrix does not get the "
+                "head's share of the gradient: your head uses another tensor (a copy, "
+                "or a second Parameter over the same memory), not the embedding's own "
+                "Parameter")
+    return None
+
+
+# --- the go-further experiment: untie, train, watch the ends drift ----------------
+
+def end_drift(embed: torch.Tensor, head: torch.Tensor) -> tuple[float, float]:
+    """(RMS of head − embed over all entries, mean over rows v of the cosine between
+    the two rows v): how far an untied model's ends moved apart; 0 and 1 if equal."""
+    difference = (head - embed).float()  # [V, d]
+    cosine = F.cosine_similarity(head.float(), embed.float(), dim=-1)  # [V]
+    return difference.pow(2).mean().sqrt().item(), cosine.mean().item()
+
+
+def drift_run(untied, rows, steps: int = 30, rows_per_step: int = 4, lr: float = 1e-3):
+    """Train an untied model on `rows` [N, S] with AdamW, `rows_per_step` rows a step;
+    after each step, `end_drift` on two fixed groups of rows: the tokens the run reads
+    (at a position whose prediction is scored) and those it never reads (chapter 8).
+
+    Returns {"step", "read", "unread", "n_read", "moved"}; "moved": per group, the RMS
+    of how far the embedding and the head each moved from the start, after the run.
+    """
+    last = len(rows) - rows_per_step + 1
+    starts = [(k * rows_per_step) % last for k in range(steps)]
+    read = torch.zeros(untied.config.vocab_size, dtype=torch.bool, device=rows.device)
+    for s in starts:
+        read[rows[s:s + rows_per_step, :-1].flatten()] = True
+    start = untied.lm_head.weight.detach().clone()  # [V, d]: both ends begin equal
+    optimizer = torch.optim.AdamW(untied.parameters(), lr=lr)
+    untied.train()
+    history = {"step": [], "read": [], "unread": [], "n_read": int(read.sum())}
+    for step, s in enumerate(starts, 1):
+        batch = rows[s:s + rows_per_step]  # [rows_per_step, S]
+        optimizer.zero_grad()
+        untied(batch, labels=batch).loss.backward()
+        optimizer.step()
+        embed = untied.model.embed_tokens.weight.detach()  # [V, d]
+        head = untied.lm_head.weight.detach()  # [V, d]
+        history["step"].append(step)
+        history["read"].append(end_drift(embed[read], head[read]))
+        history["unread"].append(end_drift(embed[~read], head[~read]))
+    untied.eval()
+    history["moved"] = {
+        name: tuple((end[mask] - start[mask]).pow(2).mean().sqrt().item()
+                    for end in (embed, head))
+        for name, mask in (("read", read), ("unread", ~read))}
+    return history

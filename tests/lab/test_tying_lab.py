@@ -10,6 +10,8 @@ from minimind import MiniMindConfig
 from minimind.lab.tying_lab import (category_cohesion, end_gradients, gloss, gradient_summary, is_tied,
                                     nearest_in_same_group, nearest_neighbours, pca_2d, read_curves, running_mean,
                                     tie_report, tying_savings)
+from minimind.lab.tying_lab import (drift_run, end_drift, head_miss, through_both_ends, tied_logits,
+                                    tying_figure)
 from minimind.lab.variants import untied_model
 
 
@@ -127,3 +129,73 @@ def test_read_curves_and_running_mean(tmp_path):
 
 def test_gloss():
     assert gloss("月") == "月 (yuè, moon)" and gloss("，") == "， (comma)" and gloss("龘") == "龘"
+
+
+def test_tying_figure_draws_the_config_sizes():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig = tying_figure(MiniMindConfig(), {"poetry": tiny_config()})
+    texts = " ".join(t.get_text() for t in fig.axes[0].texts) + fig.axes[0].get_title()
+    assert "6,400 × 768" in texts and "4,915,200" in texts and "320 × 64" in texts
+    plt.close(fig)
+
+
+def test_tied_logits_is_the_models_own_head():
+    model = tiny_model()
+    h = torch.randn(2, 3, 64)
+    # the same F.linear on the same tensor: exact
+    assert torch.equal(tied_logits(h, model.model.embed_tokens), model.lm_head(h))
+
+
+def _copied_head(hidden, embedding):  # the mistake the exercise warns about: right values, own tensor
+    return hidden @ embedding.weight.detach().clone().T
+
+
+def test_through_both_ends_sees_the_tie_in_the_gradient():
+    torch.manual_seed(0)
+    weight, ids, targets = torch.randn(12, 6), torch.randint(12, (2, 5)), torch.randint(12, (2, 5))
+    logits, grad = through_both_ends(tied_logits, weight, ids, targets)
+    # by hand: two leaf copies of the matrix, one per use; the tied gradient is their sum
+    w_in, w_out = weight.clone().requires_grad_(True), weight.clone().requires_grad_(True)
+    x = F.embedding(ids, w_in)
+    by_hand = torch.tanh(x + x.roll(1, dims=1)) @ w_out.T
+    F.cross_entropy(by_hand.flatten(0, 1), targets.flatten()).backward()
+    # the same float32 ops (F.linear vs @ may use other kernels): ~1e-7 on values of order 1
+    torch.testing.assert_close(logits, by_hand.detach(), atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(grad, w_in.grad + w_out.grad, atol=1e-6, rtol=1e-5)
+    copied_logits, copied_grad = through_both_ends(_copied_head, weight, ids, targets)
+    torch.testing.assert_close(copied_logits, logits, atol=1e-6, rtol=1e-6)  # same numbers...
+    torch.testing.assert_close(copied_grad, w_in.grad, atol=1e-6, rtol=1e-5)  # ...lookup's share only
+    assert "copy" in head_miss((copied_logits, copied_grad), (logits, grad))
+    assert "one score per token" in head_miss((torch.zeros(2, 5, 6), grad), (logits, grad))
+    assert head_miss((logits, grad), (logits, grad)) is None
+
+
+def test_end_drift():
+    torch.manual_seed(0)
+    e = torch.randn(10, 4)
+    rms_same, cos_same = end_drift(e, e.clone())
+    assert rms_same == 0.0 and abs(cos_same - 1) < 1e-6  # exact 0; a cosine of 1 within float32 ulps
+    rms, cos = end_drift(e, 2 * e)  # same directions, difference = e
+    # float32 RMS and cosines of order 1: ~1e-7
+    assert abs(rms - e.pow(2).mean().sqrt().item()) < 1e-6 and abs(cos - 1) < 1e-6
+    _, cos_neg = end_drift(e, -e)
+    assert abs(cos_neg + 1) < 1e-6
+
+
+def test_drift_run_moves_only_the_head_of_tokens_never_read():
+    model = tiny_model()
+    untied = untied_model(model.config)
+    untied.load_state_dict(model.state_dict())
+    g = torch.Generator().manual_seed(0)
+    rows = torch.randint(0, 100, (6, 9), generator=g)  # rows 100+ are never read
+    history = drift_run(untied, rows, steps=3, rows_per_step=2, lr=1e-2)
+    assert history["step"] == [1, 2, 3] and history["n_read"] <= 100
+    (embed_read, head_read), (embed_unread, head_unread) = (history["moved"]["read"],
+                                                            history["moved"]["unread"])
+    assert embed_read > 0 and head_read > 0 and head_unread > 0
+    # never-read embedding rows get no gradient: only AdamW's decoupled weight decay
+    # (lr 1e-2 x 0.01) moves them, 3 steps x 1e-4 of their size (~0.125 here): ~4e-5
+    assert embed_unread < 1e-4 < head_unread
+    assert history["read"][-1][0] > 0 and history["read"][-1][1] < 1
