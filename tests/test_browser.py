@@ -172,11 +172,30 @@ CHINESE_PAGES = [{**entry, "page": f"zh/{entry['page']}", "lang": "zh"} for entr
 PAGES = [{**entry, "twin": EDITIONS} for entry in ENGLISH_PAGES + CHINESE_PAGES]
 # A term each edition's search must find, and a page it must list (Chinese search needs jieba and the
 # dictionary of the book's terms that tools/i18n.py gives it).
+# Chinese queries are typed without spaces (KV缓存, 贪心解码): book/_static/search_cjk.js segments them into
+# the index's words.
+SEARCH_EXPECTATIONS = {
+    "en": {"RMSNorm": "ch02_rmsnorm", "YaRN": "ch03_rope", "SwiGLU": "ch05_swiglu",
+           "QK-Norm": "ch04a_attention", "grouped-query attention": "ch04a_attention",
+           "KV-cache": "ch04b_kv_cache", "prefill": "ch04b_kv_cache", "router": "ch06_moe",
+           "load balancing": "ch06_moe", "Pre-Norm": "ch07_residual", "logit lens": "ch07_residual",
+           "tied embeddings": "ch08_tying", "cross-entropy": "ch09_loss", "perplexity": "ch09_loss",
+           "greedy decoding": "ch10_generation", "repetition penalty": "ch10_generation"},
+    "zh": {"残差流": "ch07_residual", "旋转位置编码": "ch03_rope", "均方根归一化": "ch02_rmsnorm",
+           "预填充": "ch04b_kv_cache", "静夜思": "ch04a_attention", "贪心解码": "ch10_generation",
+           "注意力机制": "ch04a_attention", "温度采样": "ch10_generation", "KV缓存": "ch04b_kv_cache",
+           "KV 缓存": "ch04b_kv_cache", "键值缓存": "ch04b_kv_cache", "门控": "ch05_swiglu",
+           "前馈网络": "ch05_swiglu", "混合专家": "ch06_moe", "路由器": "ch06_moe",
+           "负载均衡": "ch06_moe", "辅助损失": "ch06_moe", "交叉熵": "ch09_loss", "困惑度": "ch09_loss",
+           "核采样": "ch10_generation", "重复惩罚": "ch10_generation", "分组查询注意力": "ch04a_attention",
+           "因果掩码": "ch04a_attention", "多头注意力": "ch04a_attention", "位置编码": "ch03_rope",
+           "词表": "ch01_shapes", "分词器": "ch01_shapes", "嵌入矩阵": "ch08_tying",
+           "梯度裁剪": "appendix_training", "学习率": "appendix_training"},
+}
 SEARCHES = [
-    {"page": "search.html", "query": "RMSNorm", "expect": "book/ch02_rmsnorm.html"},
-    {"page": "zh/search.html", "query": "残差流", "expect": "zh/book/ch07_residual.html"},
-    {"page": "zh/search.html", "query": "旋转位置编码", "expect": "zh/book/ch03_rope.html"},
-    {"page": "zh/search.html", "query": "均方根归一化", "expect": "zh/book/ch02_rmsnorm.html"},
+    {"page": f"{prefix}search.html", "query": query, "expect": f"{prefix}book/{page}.html"}
+    for lang, prefix in (("en", ""), ("zh", "zh/"))
+    for query, page in SEARCH_EXPECTATIONS[lang].items()
 ] if EDITIONS else []
 
 
@@ -217,6 +236,64 @@ def test_chinese_search_index_holds_every_term_the_translations_use(browser_repo
     words = [w for w in i18n.search_words() if w in used]
     missing = [w for w in words if w not in text["terms"] and w not in text["titleterms"]]
     assert len(words) >= 30 and not missing, f"{len(words)} terms used; not in the search index: {missing}"
+
+
+# --- the live panels (book/_ext/live_panels.py) ------------------------------------------------------------------
+
+sys.path.insert(0, str(REPO_ROOT / "book" / "_ext"))
+import live_panels  # noqa: E402
+
+LIVE_PAGES = [{"page": f"{prefix}{doc}.html", "kind": kind, "lang": lang}
+              for prefix, lang in (("", "en"), ("zh/", "zh")) for doc, (_, kind, _) in live_panels.PANELS.items()
+              ] if EDITIONS else []
+EDGE_CASES = ["Hello world", "  两个空格  ", "123 4567", "🌙🌸", "ＡＢＣ全角", "龘靐", "<|im_end|>", "<|im_start|>诗",
+              "\t制表符\t", "a\nb", "月" * 40]
+
+
+def live_reference() -> dict:
+    """What the page must reproduce, computed here by the package: token ids, last logits, greedy 32."""
+    import torch
+    from minimind.checkpoint import load_pretrained, load_tokenizer
+    from minimind.training.data import SAMPLE
+    tok, model = load_tokenizer("poetry-dense"), load_pretrained("poetry-dense")
+    lines = [line for line in SAMPLE.read_text(encoding="utf-8").splitlines() if line.strip()][:300] + EDGE_CASES
+    prompts = []
+    for text in ["床前明月光，", "春眠不觉晓，处处闻啼鸟。"]:
+        ids = tok(text)["input_ids"]
+        with torch.no_grad():
+            last = model(torch.tensor([ids])).logits[0, -1].tolist()
+        greedy = model.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=32)[0, len(ids):].tolist()
+        prompts.append({"ids": ids, "logits_last": last, "greedy": greedy})
+    return {"lines": lines, "ids": [tok(line)["input_ids"] for line in lines], "prompts": prompts}
+
+
+@pytest.mark.skipif(not EDITIONS, reason="only the repository's book has live panels")
+def test_live_panels(browser_report, tmp_path):
+    """Every live panel of both editions works in the page, equals Python, and falls back from file://."""
+    node = _require_browser()
+    html = BOOK_DIR / "_build" / "html"
+    assert (html / "_static" / "live" / "models" / "models.json").exists(), "the build exported no models"
+    assert not (html / "zh" / "_static" / "offline" / "onnxruntime-web").exists(), "zh duplicates the runtime"
+    server, base_url = _serve(html)
+    spec = {"base_url": base_url, "file_root": str(html), "chromium": str(CHROMIUM), "pages": LIVE_PAGES,
+            "reference": live_reference(), "numeric_page": "book/ch10_generation.html",
+            "report_path": str(tmp_path / "live.json")}
+    (tmp_path / "spec.json").write_text(json.dumps(spec, ensure_ascii=False))
+    try:
+        result = subprocess.run([node, str(DRIVER_DIR / "check_live.mjs"), str(tmp_path / "spec.json")],
+                                cwd=DRIVER_DIR, capture_output=True, text=True, timeout=900)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    try:
+        report = json.loads((tmp_path / "live.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        pytest.fail(f"check_live.mjs gave no report (exit {result.returncode}):\n{result.stderr[-3000:]}")
+    (BOOK_DIR / "_build" / "screenshots").mkdir(parents=True, exist_ok=True)
+    (BOOK_DIR / "_build" / "screenshots" / "live.json").write_text(json.dumps(report, indent=1, ensure_ascii=False))
+    assert "error" not in report, report["error"]
+    problems = [f"{p['page']}: {problem}" for p in report["pages"] for problem in p["problems"]]
+    assert len(report["pages"]) == len(LIVE_PAGES) + 2 and not problems, "\n".join(problems)
 
 
 # --- the checks themselves, on a fixture book --------------------------------------------------------------------

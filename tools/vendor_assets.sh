@@ -6,6 +6,8 @@ set -euo pipefail
 
 HTML_MANAGER_VERSION="1.0.7"   # @jupyter-widgets/html-manager, the widget manager for ipywidgets 8
 MATHJAX_VERSION="3.2.2"        # mathjax 3.x, CommonHTML output
+ORT_WEB_VERSION="1.30.0"       # onnxruntime-web: runs the live panels' ONNX graphs (wasm, one thread)
+TOKENIZERS_VERSION="0.2.0"     # @huggingface/tokenizers: the shipped tokenizer.json in pure JS
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dest="$repo_root/book/_static/offline"
@@ -13,10 +15,13 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 cd "$work"
-npm pack --silent "@jupyter-widgets/html-manager@$HTML_MANAGER_VERSION" "mathjax@$MATHJAX_VERSION" >/dev/null
-mkdir hm mj
+npm pack --silent "@jupyter-widgets/html-manager@$HTML_MANAGER_VERSION" "mathjax@$MATHJAX_VERSION" \
+  "onnxruntime-web@$ORT_WEB_VERSION" "@huggingface/tokenizers@$TOKENIZERS_VERSION" >/dev/null
+mkdir hm mj ort tk
 tar xzf "jupyter-widgets-html-manager-$HTML_MANAGER_VERSION.tgz" -C hm
 tar xzf "mathjax-$MATHJAX_VERSION.tgz" -C mj
+tar xzf "onnxruntime-web-$ORT_WEB_VERSION.tgz" -C ort
+tar xzf "huggingface-tokenizers-$TOKENIZERS_VERSION.tgz" -C tk
 hm_dist="hm/package/dist"
 mj_es5="mj/package/es5"
 
@@ -45,8 +50,19 @@ for f in "$mj_es5"/a11y/*.js; do
 done
 cp mj/package/LICENSE "$dest/mathjax/LICENSE"
 
+# The live panels (book/_ext/live_panels.py): onnxruntime-web's wasm-only ES module, the glue it imports
+# and its one wasm binary (SIMD, one thread: a book page is not cross-origin isolated); the other builds
+# (WebGPU/JSEP, JSPI, asyncify, the all-in-one bundles) and the source maps are left out. The tokenizer is
+# one ES module. Only the English build keeps these (the Chinese pages load them from ../_static).
+mkdir -p "$dest/onnxruntime-web" "$dest/tokenizers"
+cp ort/package/dist/ort.wasm.min.mjs ort/package/dist/ort-wasm-simd-threaded.mjs \
+   ort/package/dist/ort-wasm-simd-threaded.wasm ort/package/package.json "$dest/onnxruntime-web/"
+cp tk/package/dist/tokenizers.min.mjs tk/package/LICENSE "$dest/tokenizers/"  # onnxruntime-web ships no LICENSE file: its package.json says MIT
+
 hm_license="$(node -p "require('./hm/package/package.json').license")"
 mj_license="$(node -p "require('./mj/package/package.json').license")"
+ort_license="$(node -p "require('./ort/package/package.json').license")"
+tk_license="$(node -p "require('./tk/package/package.json').license")"
 
 cd "$dest"
 {
@@ -54,12 +70,15 @@ cd "$dest"
   echo
   echo "Written by \`tools/vendor_assets.sh\`; do not edit by hand. Re-run the script to update."
   echo "Loaded by \`_config.yml\` (\`mathjax_path\`, \`nb_ipywidgets_js\`); kept off the auto-added"
-  echo "JS/CSS lists by \`book/_ext/offline_assets.py\`."
+  echo "JS/CSS lists by \`book/_ext/offline_assets.py\`. \`onnxruntime-web/\` and \`tokenizers/\` are imported on"
+  echo "first use by the live panels (\`book/_static/live/runtime.mjs\`), from the English build only."
   echo
   echo "| folder | npm package | version | licence |"
   echo "|---|---|---|---|"
   echo "| \`ipywidgets/\` | @jupyter-widgets/html-manager | $HTML_MANAGER_VERSION | $hm_license |"
   echo "| \`mathjax/\` | mathjax | $MATHJAX_VERSION | $mj_license |"
+  echo "| \`onnxruntime-web/\` | onnxruntime-web | $ORT_WEB_VERSION | $ort_license |"
+  echo "| \`tokenizers/\` | @huggingface/tokenizers | $TOKENIZERS_VERSION | $tk_license |"
   echo
   echo "Total size: $(du -sk . | cut -f1) KiB."
   echo
