@@ -296,11 +296,8 @@ def _first_difference(got, expected, atol, rtol, what):
              else f"{count} of {wrong.numel()} entries differ") + " from the package's"
     if not exact:  # masked and infinite entries: say so in words, never as a difference
         share += _non_finite(g, e)
-    if got.dim() == 0:
-        where = f"{what} is a single number, and it differs from the package's"
-    else:
-        where = (f"{what} has the right shape, but {share}; the first, at index "
-                 f"{list(index)} (Python's, from 0)")
+    where = (f"{what} has the right shape, but {share}; the first, at index "
+             f"{list(index)} (Python's, from 0)")
     if graded():
         return f"{where}: yours is {_entry(g[index])}"
     return f"{where}: yours is {_entry(g[index])}, the package's {_entry(e[index])}"
@@ -384,6 +381,10 @@ def _tensor_mismatch(got, expected, atol, rtol, what):
                 f"{str(expected.dtype).replace('torch.', '')}")
     if expected.dtype == torch.bool and got.dtype != torch.bool:  # a mask: exactly
         return f"{what} has dtype {got.dtype}; the package's is boolean (True/False)"
+    if expected.dim() == 0 and expected.is_floating_point():  # a loss, a norm: one number
+        if not torch.isfinite(got).all() and torch.isfinite(expected).all():
+            return f"{what} is {got.item()}, where the package's is a finite number"
+        return _number_mismatch(got, expected.item(), atol, rtol, what)
     return _first_difference(got, expected, atol, rtol, what)
 
 

@@ -224,6 +224,8 @@ def test_a_near_miss_says_how_near():
 def test_a_single_infinite_number_is_described_in_words():
     out = miss(lambda x: torch.tensor(float("inf")), lambda x: x.sum(), [(torch.ones(3),)],
                name="loss")
-    assert "a single number" in out and "inf" in out and "masked" not in out
+    assert "is inf, where the package's is a finite number" in out and "masked" not in out
+    out = miss(lambda x: x.sum() * 1.01, lambda x: x.sum(), [(torch.ones(3),)], name="loss")
+    assert "1.00% too large" in out and "package's 3" not in out  # never the answer
     out = miss(lambda x: x.double().sum(), lambda x: x.sum(), [(torch.ones(3),)], name="loss")
     assert "has dtype float64; the package's is float32" in out
