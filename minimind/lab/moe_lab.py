@@ -126,6 +126,78 @@ def balance_logit_gradient(router_logits, num_experts: int, top_k: int) -> torch
     return num_experts / p.shape[0] * p * (f - (p * f).sum(-1, keepdim=True))  # [N, E]
 
 
+def bf16_softmax_flips(router_logits) -> tuple[float, float]:
+    """(share of tokens whose two largest probabilities tie exactly in a bfloat16
+    softmax, share whose top-1 expert changes when the softmax runs in bfloat16, not
+    float32) (chapter 6). The logits [N, E] are rounded to bfloat16 first, so both
+    softmaxes see the same input.
+    """
+    logits = router_logits.detach().bfloat16()  # [N, E]: what a bf16 router emits
+    low = torch.softmax(logits, dim=-1)  # [N, E] in bfloat16
+    high = torch.softmax(logits.float(), dim=-1)  # [N, E] in float32
+    top2 = torch.topk(low, k=2, dim=-1).values  # [N, 2]
+    tied = (top2[:, 0] == top2[:, 1]).float().mean().item()
+    changed = torch.topk(low, 1, dim=-1).indices != torch.topk(high, 1, dim=-1).indices
+    return tied, changed.float().mean().item()
+
+
+@contextmanager
+def forced_routing(moe, choices):
+    """Make `moe` (an MOEFeedForward) send token t to experts choices[t] [N, k],
+    weight 1 each (chapter 6, the timing of an uneven split)."""
+    weights = torch.ones(choices.shape, dtype=moe.gate.weight.dtype,
+                         device=choices.device)  # [N, k]
+    moe.route = lambda router_logits: (weights, choices)  # shadows the class's route
+    try:
+        yield moe
+    finally:
+        del moe.route
+
+
+def _work_seconds(fn, device) -> float:
+    """Seconds of work for fn(): this thread's CPU time on a CPU (a busy machine does
+    not inflate it), wall time after synchronising on an accelerator."""
+    import time
+    if device.type == "cpu":
+        started = time.thread_time()
+        fn()
+        return time.thread_time() - started
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda device: None)
+    sync(device)
+    started = time.perf_counter()
+    fn()
+    sync(device)  # kernels run asynchronously: wait for them
+    return time.perf_counter() - started
+
+
+@torch.no_grad()
+def collapse_time_ratio(moe, x, repeats: int = 5) -> float:
+    """Seconds of work for `moe` on x [1, N, d] with every token sent to expert 0,
+    over those with the tokens dealt out evenly (chapter 6: what an uneven split costs
+    on one device).
+
+    On a CPU the work is timed on one thread as CPU time, so other processes do not
+    skew it; the two plans are timed in turn, `repeats` times each, and the fastest of
+    each is kept.
+    """
+    n, experts = x.shape[1], len(moe.experts)
+    plans = {"even": (torch.arange(n, device=x.device) % experts).view(-1, 1),  # [N, 1]
+             "collapsed": torch.zeros(n, 1, dtype=torch.long, device=x.device)}
+    best = dict.fromkeys(plans, float("inf"))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # CPU time of this thread is then all the work
+    try:
+        for round_ in range(repeats + 1):  # the first round warms up and is not kept
+            for name, choices in plans.items():
+                with forced_routing(moe, choices):
+                    seconds = _work_seconds(lambda: moe(x), x.device)
+                if round_ > 0:
+                    best[name] = min(best[name], seconds)
+    finally:
+        torch.set_num_threads(threads)
+    return best["collapsed"] / best["even"]
+
+
 def gate_gradient_norms(model, input_ids) -> dict[str, list[float]]:
     """The norms of gate_gradients per loss term and layer (0.0 where no gradient arrives)."""
     return {term: [0.0 if g is None else g.norm().item() for g in grads]
@@ -324,29 +396,38 @@ def share_history_figure(variant: str, steps, shares, val_curves: dict, window=1
     fig = plt.figure(figsize=(7.5, 3.4))
     grid = fig.add_gridspec(2, 1 + (layers + 1) // 2, width_ratios=[1.6] + [1] * ((layers + 1) // 2))
     loss = fig.add_subplot(grid[:, 0])
+    drawn = {}
     for name, (s, v) in val_curves.items():
-        loss.plot(s, v, color="black" if name == variant else "#BBBBBB", lw=2 if name == variant else 1,
-                  zorder=3 if name == variant else 2, marker="." if name == variant else None)
-    if reference is not None:
+        this = name == variant
+        drawn["this run" if this else "other runs"], = loss.plot(
+            s, v, color="black" if this else "#BBBBBB", lw=2 if this else 1,
+            zorder=3 if this else 2, marker="." if this else None)
+    if reference is not None:  # the band, labelled inside it
         low, high, text = reference
-        loss.axhspan(low, high, color="#66CCEE", alpha=0.35, lw=0, label=text)
-        loss.legend(fontsize=9, loc="lower left", frameon=False)
+        loss.axhspan(low, high, color="#66CCEE", alpha=0.35, lw=0)
+        loss.text(0.97, (low + high) / 2, text, transform=loss.get_yaxis_transform(),
+                  ha="right", va="center", fontsize=9)
+    order = [n for n in ("this run", "other runs") if n in drawn]  # same in every frame
+    loss.legend([drawn[n] for n in order], order, fontsize=9, loc="upper right",
+                frameon=False)
     values = [x for _, v in val_curves.values() for x in v] + ([] if reference is None else list(reference[:2]))
     if values:  # the same range in every frame, every point visible
         loss.set_ylim(min(values) - 0.05, max(values) + 0.05)
     loss.set(xlabel="step", ylabel="validation loss (nats/token)", title=label or variant)
     smooth = moving_average(shares, window)
-    for layer in range(layers):
-        ax = fig.add_subplot(grid[layer % 2, 1 + layer // 2])
+    columns = (layers + 1) // 2
+    for layer in range(layers):  # read like text: layers 0, 1 on top, then 2, 3
+        row, column = divmod(layer, columns)
+        ax = fig.add_subplot(grid[row, 1 + column])
         for e in range(num_experts):
             ax.plot(steps, smooth[:, layer, e], color=EXPERT_COLOURS[e], lw=1.5, label=f"expert {e}")
         ax.axhline(1 / num_experts, color="grey", lw=0.8, ls="--")
         ax.set_ylim(0, 1)
         ax.set_title(f"layer {layer}", fontsize=9)
         ax.tick_params(labelsize=9)
-        if layer % 2 == 1:
+        if row == 1:
             ax.set_xlabel("step", fontsize=9)
-        if layer // 2 == 0:
+        if column == 0:
             ax.set_ylabel("share of tokens", fontsize=9)
     handles, names = ax.get_legend_handles_labels()
     legend = fig.legend(handles, names, loc="lower center", ncol=num_experts, fontsize=9, frameon=False,

@@ -156,6 +156,9 @@ def test_share_history_figure_has_a_panel_per_layer():
     shares = torch.full((20, 4, 4), 0.25)
     fig = moe_lab.share_history_figure("a", steps, shares, {"a": ([10, 20], [6.0, 5.5]), "b": ([10, 20], [6.1, 5.6])})
     assert len(fig.axes) == 5 and fig.axes[1].get_title() == "layer 0" and fig.axes[1].get_ylim() == (0, 1)  # as set
+    # read like text: layers 0 and 1 on top
+    top = [ax for ax in fig.axes[1:] if ax.get_position().y0 > 0.5]
+    assert sorted(ax.get_title() for ax in top) == ["layer 0", "layer 1"]
 
 
 def test_share_history_figure_keeps_every_loss_point_and_draws_the_reference_band():
@@ -168,7 +171,9 @@ def test_share_history_figure_keeps_every_loss_point_and_draws_the_reference_ban
     loss = fig.axes[0]
     low, high = loss.get_ylim()
     assert low < 5.4 and high > 7.0  # the early point and the band are both inside (0.05 of room each side)
-    assert [t.get_text() for t in loss.get_legend().get_texts()] == ["dense"]
+    legend = [t.get_text() for t in loss.get_legend().get_texts()]
+    assert legend == ["this run", "other runs"]
+    assert "dense" in [t.get_text() for t in loss.texts]  # the band's label, inside it
     plt.close(fig)
 
 
@@ -216,3 +221,32 @@ def test_short_run_records_the_loads_before_each_step_and_is_deterministic():
     first = torch.stack([router_load(router_choices(r, 1)[1], 4) for r in out.router_logits])
     assert torch.equal(loads[0], first)  # exact: the same model on the same batch
     assert torch.equal(moe_lab.short_run(make, batches, lr=1e-2), loads)  # exact: seeded, CPU
+
+
+def test_bf16_softmax_flips_counts_ties_and_changed_choices():
+    # token 0: two logits equal in bfloat16 but not in float32 -> a tie, and topk of the
+    # tie takes the lower index; token 1: far apart, no tie, no change
+    logits = torch.tensor([[0.0, 1.0, 1.0 + 2 ** -9, -5.0], [4.0, 0.0, 0.0, 0.0]])
+    tied, changed = moe_lab.bf16_softmax_flips(logits)
+    assert tied == 0.5
+    assert changed == 0.0  # rounded to bf16 first, both softmaxes see the same tie
+    even = torch.tensor([[0.0, 0.1, 0.2, 3.0]] * 4)
+    assert moe_lab.bf16_softmax_flips(even) == (0.0, 0.0)
+
+
+def test_forced_routing_sends_every_token_where_told_and_restores_route():
+    import minimind
+    from minimind.moe import MOEFeedForward
+    torch.manual_seed(0)
+    config = minimind.MiniMindConfig(hidden_size=32, num_attention_heads=4,
+                                     num_key_value_heads=2, use_moe=True,
+                                     moe_intermediate_size=48)
+    moe = MOEFeedForward(config).eval()
+    x = torch.randn(1, 6, 32)
+    with torch.no_grad(), moe_lab.forced_routing(moe, torch.full((6, 1), 2)):
+        y, _ = moe(x)
+    # the same expert on the same rows: float32 rounding only
+    assert torch.allclose(y[0], moe.experts[2](x[0]), atol=1e-6)
+    assert "route" not in moe.__dict__  # the class's route is back
+    ratio = moe_lab.collapse_time_ratio(moe, x, repeats=1)
+    assert ratio > 0
