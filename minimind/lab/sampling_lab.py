@@ -156,14 +156,15 @@ def read_grid(path) -> list[dict]:
 KEPT, REMOVED = "#3b75af", "#dddddd"
 
 
-def stage_bars(ax, probs, labels, removed, title, ymax, note=None):
-    """One bar chart: probability of each shown token (as text), fixed y range. A removed token has probability 0,
-    so its bar would be invisible: it gets a full-height grey column instead, and a grey label."""
+def stage_bars(ax, probs, labels, removed, title, ymax, note=None, note_x=0.98):
+    """One bar chart: probability of each shown token (as text), fixed y range. A removed token has
+    probability 0: it gets a grey hatched strip at 0 (no bar) and a grey label."""
     probs = probs.detach().float().cpu()
     x = list(range(len(labels)))
     gone = [i for i, r in enumerate(removed) if r]
-    if gone:
-        ax.bar(gone, [ymax] * len(gone), width=0.8, color=REMOVED, zorder=0)
+    if gone:  # a strip at 0, 3% of the axis high: "nothing here", not a bar reaching some probability
+        ax.bar(gone, [0.03 * ymax] * len(gone), width=0.8, color=REMOVED, hatch="xxx",
+               edgecolor="#999999", linewidth=0.5, zorder=1)
     ax.bar(x, probs.numpy(), color=KEPT, edgecolor="#555555", linewidth=0.5, zorder=2)
     ax.set_xticks(x, labels, rotation=90, fontsize=9)
     for tick, r in zip(ax.xaxis.get_major_ticks(len(labels)), removed):
@@ -174,38 +175,181 @@ def stage_bars(ax, probs, labels, removed, title, ymax, note=None):
     ax.tick_params(axis="y", labelsize=9)
     ax.set_title(title, fontsize=10)
     if note:
-        ax.text(0.98, 0.95, note, transform=ax.transAxes, ha="right", va="top", fontsize=9,
+        ax.text(note_x, 0.95, note, transform=ax.transAxes, va="top", fontsize=9,
+                ha="right" if note_x > 0.9 else "center",
                 bbox=dict(facecolor="white", edgecolor="#999999", alpha=0.9))
 
 
-def stages_figure(stages, shown_ids, labels, ymax):
-    """Every pipeline stage as a bar chart of the same tokens (chapter 10): kept in blue, removed in grey columns."""
-    import matplotlib.pyplot as plt
+def _legend_handles():
     from matplotlib.patches import Patch
-    fig, axes = plt.subplots(len(stages), 1, figsize=(7, 1.9 * len(stages) + 0.8), sharex=True,
+    return [Patch(color=KEPT, label="kept"),
+            Patch(facecolor=REMOVED, edgecolor="#999999", hatch="xxx", label="removed (probability 0)")]
+
+
+def stages_figure(stages, shown_ids, labels, ymax, context=""):
+    """Every pipeline stage as a bar chart of the same tokens (chapter 10): kept in blue, removed as a
+    grey strip at 0. The legend sits under the title, clear of every panel's info box."""
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(len(stages), 1, figsize=(7, 1.9 * len(stages) + 1.0), sharex=True,
                              layout="constrained")
     for ax, (name, logits) in zip(axes, stages):
         probs = torch.softmax(logits[0].float(), -1)
         removed = [not math.isfinite(logits[0, i].item()) for i in shown_ids]
         note = f"kept {kept_count(logits)[0].item():,} tokens, entropy {entropy(logits)[0].item():.2f} nats"
         stage_bars(ax, probs[shown_ids], labels, removed, f"after: {name}", ymax, note)
-    axes[0].legend(handles=[Patch(color=KEPT, label="kept"), Patch(color=REMOVED, label="removed (probability 0)")],
-                   fontsize=9, loc="upper center", ncol=2)
-    fig.suptitle("poetry-dense: the next token after 床前明月光，春入玉门春。玉殿金台下，", fontsize=10.5)
+    fig.suptitle(f"poetry-dense: the next token after {context}", fontsize=10.5)
+    fig.legend(handles=_legend_handles(), fontsize=9, loc="outside lower center", ncol=2)
     return fig
 
 
-def distribution_frame(logits, shown_ids, labels, ymax, title):
-    """One widget frame: the shown tokens' probabilities under `logits` [1, V], kept set and entropy noted."""
+def distribution_frame(logits, shown_ids, labels, ymax, title, other=False):
+    """One widget frame: the shown tokens' probabilities under `logits` [1, V], kept set and entropy
+    noted. `other=True` adds a last bar, every other token's probability summed (where the mass goes
+    at a high temperature)."""
     import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
     fig, ax = plt.subplots(figsize=(7, 2.9), layout="constrained")
     probs = torch.softmax(logits[0].float(), -1)
     removed = [not math.isfinite(logits[0, i].item()) for i in shown_ids]
-    shown_mass = probs[shown_ids].sum().item()
+    shown_probs, shown_mass = probs[shown_ids], probs[shown_ids].sum().item()
+    if other:
+        rest = logits.shape[-1] - len(shown_ids)
+        shown_probs = torch.cat([shown_probs, (1 - shown_probs.sum()).clamp(min=0).view(1)])
+        labels, removed = [*labels, f"other {rest:,}"], [*removed, False]
     note = (f"kept {kept_count(logits)[0].item():,} of {logits.shape[-1]:,} tokens\n"
             f"entropy {entropy(logits)[0].item():.2f} nats\nthese {len(shown_ids)} tokens: {shown_mass:.2f}")
-    stage_bars(ax, probs[shown_ids], labels, removed, title, ymax, note)
-    ax.legend(handles=[Patch(color=KEPT, label="kept"), Patch(color=REMOVED, label="removed (probability 0)")],
-              fontsize=9, loc="upper center", ncol=2)
+    # the tall bars can only be the first token's and the last one's: notes go in the middle
+    stage_bars(ax, shown_probs, labels, removed, title, ymax, note, note_x=0.7)
+    if other:  # the summed bar in another colour: it is not one token
+        ax.patches[-1].set_facecolor("#b0b0b0")
+    ax.legend(handles=_legend_handles(), fontsize=9, loc="upper center",
+              bbox_to_anchor=(0.36, 1.0), ncol=1)
     return fig
+
+
+# --- the mechanism, drawn -------------------------------------------------------------------------------------
+
+PIPELINE = [  # (box text, what it does, written on) in transformers' order
+    ("repetition\npenalty", "seen tokens:\nz > 0: z / r\nz < 0: z · r", "logits"),
+    ("temperature", "every logit:\nz / T", "logits"),
+    ("top-k", "keep the k\nlargest, the\nrest −∞", "logits"),
+    ("top-p", "keep the best\ntokens until\ntheir mass ≥ p", "logits"),
+    ("softmax", "exp(z) / Σ exp\n(−∞ → 0)", "probabilities"),
+    ("sample", "multinomial:\none token id", "token"),
+]
+
+
+def pipeline_figure(vocab_size, kept, settings):
+    """The sampling pipeline in transformers' order, one box per stage (chapter 10). `kept`: the tokens
+    left after each of the six stages (measured), `settings`: r, T, k, p as shown on the boxes."""
+    from . import diagram
+    fig, ax = diagram.canvas(7.0, 3.3, title="From logits to a token: the pipeline of generate "
+                                             "(transformers' order)")
+    w, gap, y, h, x0 = 14.6, 2.2, 20.0, 11.0, 0.8
+    values = [f"r = {settings['repetition_penalty']:g}", f"T = {settings['temperature']:g}",
+              f"k = {settings['top_k']}", f"p = {settings['top_p']:g}", "", ""]
+    diagram.shape(ax, x0, y + h + 9.5, f"the model's logits [1, {vocab_size:,}]")
+    diagram.arrow(ax, (x0 + 1.0, y + h + 7.5), (x0 + 1.0, y + h + 0.6))
+    for i, (name, what, space) in enumerate(PIPELINE):
+        x = x0 + i * (w + gap)
+        kind = "loss" if space != "logits" else "attn"
+        diagram.box(ax, x, y, w, h, f"{name}\n{values[i]}".strip(), kind=kind, size=9)
+        diagram.note(ax, x + w / 2, y - 8.0, what, ha="center", size=9)
+        left = "1 drawn" if i == len(PIPELINE) - 1 else f"{kept[i]:,} left"
+        diagram.note(ax, x + w / 2 + 1.5, y + h + 3.2, left, ha="center", size=9, colour=diagram.SHAPE_INK)
+        if i:
+            diagram.arrow(ax, (x - gap + 0.3, y + h / 2), (x - 0.3, y + h / 2))
+    x4 = x0 + 4 * (w + gap)
+    diagram.line(ax, [(x0, 4.0), (x4 - gap / 2, 4.0)], colour=diagram.MUTED, lw=0.8)
+    diagram.line(ax, [(x4 + gap / 2, 4.0), (100, 4.0)], colour=diagram.MUTED, lw=0.8)
+    diagram.note(ax, (x0 + x4) / 2, 1.8, "on logits: a removed token gets −∞", ha="center")
+    diagram.note(ax, x4 + w + gap / 2, 1.8, "on probabilities", ha="center")
+    return fig
+
+
+def continuation_context(text: str, lines: int = 3) -> str:
+    """`text` cut after its `lines`-th line mark (，。！？；): the position just before the next line."""
+    count = 0
+    for i, ch in enumerate(text):
+        count += ch in PUNCTUATION
+        if count == lines:
+            return text[:i + 1]
+    return text
+
+
+def last_line(text: str) -> str:
+    """The last line of `text` with its mark: '床前明月光，春入玉门春。玉殿金台下，' -> '玉殿金台下，'."""
+    cut = max([i for i, ch in enumerate(text[:-1]) if ch in PUNCTUATION], default=-1)
+    return text[cut + 1:]
+
+
+# --- min-p (Nguyen et al. 2024): not in the package's generate; checked against transformers -------------------
+
+def min_p_filter(logits, min_p: float):
+    """Keep the tokens whose probability is at least min_p × the best token's, the rest -inf
+    (chapter 10; transformers' MinPLogitsWarper with min_tokens_to_keep=1)."""
+    probs = torch.softmax(logits, dim=-1)  # [B, V]
+    threshold = min_p * probs.amax(dim=-1, keepdim=True)  # [B, 1]: scales with the model's certainty
+    return logits.masked_fill(probs < threshold, float("-inf"))  # the best token is never below it
+
+
+def transformers_min_p(logits, min_p: float):
+    """The same with transformers' own MinPLogitsWarper (the independent implementation compared)."""
+    from transformers import MinPLogitsWarper
+    return MinPLogitsWarper(min_p)(None, logits.clone())
+
+
+# --- byte-level tokens: why a sample can show U+FFFD -----------------------------------------------------------
+
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2's byte-level alphabet backwards: the printable character standing for each byte."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    chars, extra = list(keep), 0
+    for b in range(256):
+        if b not in keep:
+            keep.append(b)
+            chars.append(256 + extra)
+            extra += 1
+    return {chr(c): b for b, c in zip(keep, chars)}
+
+
+def token_bytes(tokenizer, token_id: int) -> bytes:
+    """The raw UTF-8 bytes a byte-level BPE token stands for (a Chinese character is 3 bytes)."""
+    decoder = _byte_decoder()
+    return bytes(decoder[ch] for ch in tokenizer.convert_ids_to_tokens(int(token_id)))
+
+
+def partial_character_tokens(tokenizer, ids) -> list[tuple[int, int, bytes]]:
+    """(position, token id, bytes) of each token in `ids` whose bytes are not whole UTF-8 characters."""
+    found = []
+    for position, token_id in enumerate(ids):
+        raw = token_bytes(tokenizer, token_id)
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            found.append((position, int(token_id), raw))
+    return found
+
+
+# --- the build-it exercise: the common ways to get the pipeline wrong ------------------------------------------
+
+def pipeline_mistakes(logits, input_ids, repetition_penalty, temperature, top_k, top_p) -> dict:
+    """{mistake: probabilities [B, V]} for chapter 10's pipeline exercise, each built from the package's
+    stages with one thing wrong, so the checker can name the mistake a reader's answer matches."""
+    def probs(z):
+        return torch.softmax(z, dim=-1)
+
+    penalised = apply_repetition_penalty(logits, input_ids, repetition_penalty)
+    scaled = apply_temperature(penalised, temperature)
+    mistakes = {
+        "temperature after the filters": probs(apply_temperature(
+            top_p_filter(top_k_filter(penalised, top_k), top_p), temperature)),
+        "top-p before top-k": probs(top_k_filter(top_p_filter(scaled, top_p), top_k)),
+    }
+    nucleus = torch.isfinite(top_p_filter(scaled, top_p))  # read from the whole distribution
+    mistakes["top-p not renormalised after top-k"] = probs(
+        top_k_filter(scaled, top_k).masked_fill(~nucleus, float("-inf")))
+    seen = torch.gather(logits, 1, input_ids)  # [B, S]
+    divided = logits.scatter(1, input_ids, seen / repetition_penalty)  # negative logits move *up*
+    mistakes["penalty divides negative logits"] = probs(
+        top_p_filter(top_k_filter(apply_temperature(divided, temperature), top_k), top_p))
+    return mistakes

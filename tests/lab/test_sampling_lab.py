@@ -8,6 +8,9 @@ from minimind.lab.sampling_lab import (chi_square_p_value, chi_square_test, dist
                                        empirical_counts, entropy, gloss, kept_count, ngrams, pipeline_stages,
                                        poem_characters, read_grid, repeated_line_share, repeated_ngram_share,
                                        stages_figure, transformers_stages)
+from minimind.lab.sampling_lab import (continuation_context, last_line, min_p_filter, partial_character_tokens,
+                                       pipeline_figure, pipeline_mistakes, token_bytes, transformers_min_p)
+from minimind.sampling import next_token_distribution
 
 
 def test_entropy_in_nats_ignores_filtered_tokens():
@@ -90,4 +93,53 @@ def test_figures_draw_kept_and_removed_tokens():
     fig = distribution_frame(stages[3][1], shown, [str(i) for i in shown], 1.0, "top-k 5")
     colours = [p.get_facecolor() for p in fig.axes[0].patches]
     assert len({c for c in colours}) == 2  # kept and removed bars differ
+    removed_heights = [p.get_height() for p in fig.axes[0].patches if p.get_facecolor() != colours[-1]]
+    assert max(removed_heights) <= 0.03 + 1e-9  # a strip at 0, never a bar reaching a probability
     plt.close(fig)
+    fig = distribution_frame(stages[2][1], shown, [str(i) for i in shown], 1.0, "T", other=True)
+    bars = [p.get_height() for p in fig.axes[0].patches]
+    # float32 probabilities summed: the shown bars and the "other" bar make 1 within 1e-6
+    assert len(bars) == len(shown) + 1 and sum(bars) == pytest.approx(1.0, abs=1e-6)
+    plt.close(fig)
+    fig = pipeline_figure(40, [40, 40, 40, 5, 3, 3], dict(repetition_penalty=1.3, temperature=0.8,
+                                                         top_k=5, top_p=0.9))
+    texts = " ".join(t.get_text() for t in fig.axes[0].texts)
+    assert all(word in texts for word in ["repetition", "temperature", "top-k", "top-p", "softmax",
+                                          "sample", "r = 1.3", "k = 5"])
+    plt.close(fig)
+
+
+def test_min_p_equals_transformers_and_keeps_the_best():
+    torch.manual_seed(0)
+    logits = torch.randn(4, 100) * 3
+    for min_p in (0.01, 0.1, 0.5, 1.0):
+        # exact: the same softmax, amax, product and comparison as MinPLogitsWarper
+        assert torch.equal(min_p_filter(logits, min_p), transformers_min_p(logits, min_p))
+    assert (kept_count(min_p_filter(logits, 1.0)) == 1).all()  # min_p 1: only the favourite
+
+
+def test_pipeline_mistakes_differ_from_the_package():
+    torch.manual_seed(0)
+    logits, ids = torch.randn(2, 40) * 3, torch.tensor([[1, 2, 2, 9], [0, 5, 7, 7]])
+    differs = set()
+    for r, t, k, p in [(1.3, 0.8, 3, 0.6), (1.3, 1.0, 0, 1.0)]:  # the second: no filter
+        right = next_token_distribution(logits, ids, t, k, p, r)
+        mistakes = pipeline_mistakes(logits, ids, r, t, k, p)
+        differs |= {name for name, probs in mistakes.items() if not torch.allclose(probs, right, atol=1e-6)}
+    assert set(mistakes) == {"temperature after the filters", "top-p before top-k",
+                             "top-p not renormalised after top-k", "penalty divides negative logits"}
+    assert differs == set(mistakes)  # each is a real difference on one of the settings
+
+
+def test_contexts_and_byte_tokens():
+    assert continuation_context("床前明月光，春入玉门春。玉殿金台下，金台玉殿前。") == "床前明月光，春入玉门春。玉殿金台下，"
+    assert continuation_context("春风，", lines=3) == "春风，"  # shorter than asked: all of it
+    assert last_line("床前明月光，春入玉门春。玉殿金台下，") == "玉殿金台下，"
+
+    class ByteTokenizer:  # GPT-2's byte alphabet: 0xe9 0x87 0x91 is 金, shown as 'éĩĳ'
+        def convert_ids_to_tokens(self, i):
+            return {0: "éĩĳ", 1: "éĩ", 2: "ĳ"}[i]
+
+    tok = ByteTokenizer()
+    assert token_bytes(tok, 0) == "金".encode() and token_bytes(tok, 1) == b"\xe9\x87"
+    assert [(p, i) for p, i, _ in partial_character_tokens(tok, [0, 1, 2])] == [(1, 1), (2, 2)]
