@@ -199,10 +199,16 @@ SEARCHES = [
 ] if EDITIONS else []
 
 
+BUILT_HERE = False  # set once browser_report has built the book in this session
+
+
 @pytest.fixture(scope="module")
 def browser_report(tmp_path_factory):
-    return check_book(BOOK_DIR, PAGES, tmp_path_factory.mktemp("browser"),
-                      reuse_build=os.environ.get("BOOK_BUILT") == "1", searches=SEARCHES)
+    global BUILT_HERE
+    report = check_book(BOOK_DIR, PAGES, tmp_path_factory.mktemp("browser"),
+                        reuse_build=os.environ.get("BOOK_BUILT") == "1" or BUILT_HERE, searches=SEARCHES)
+    BUILT_HERE = True
+    return report
 
 
 def test_browser_started(browser_report):
@@ -250,34 +256,68 @@ EDGE_CASES = ["Hello world", "  两个空格  ", "123 4567", "🌙🌸", "ＡＢ
               "\t制表符\t", "a\nb", "月" * 40]
 
 
+ATTENTION_PROMPTS = ["床前明月光，疑是地上霜。", "春眠不觉晓，", "Hello 123 🌙"]  # attention rows and router choices
+
+
 def live_reference() -> dict:
-    """What the page must reproduce, computed here by the package: token ids, last logits, greedy 32."""
+    """What the page must reproduce, computed here by the package: token ids, last logits, greedy 32, every
+    layer's attention probabilities (poetry-dense) and the router's top-k choices (poetry-moe)."""
     import torch
     from minimind.checkpoint import load_pretrained, load_tokenizer
     from minimind.training.data import SAMPLE
     tok, model = load_tokenizer("poetry-dense"), load_pretrained("poetry-dense")
+    moe = load_pretrained("poetry-moe")
     lines = [line for line in SAMPLE.read_text(encoding="utf-8").splitlines() if line.strip()][:300] + EDGE_CASES
-    prompts = []
+    prompts, attention, router = [], [], []
     for text in ["床前明月光，", "春眠不觉晓，处处闻啼鸟。"]:
         ids = tok(text)["input_ids"]
         with torch.no_grad():
             last = model(torch.tensor([ids])).logits[0, -1].tolist()
         greedy = model.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=32)[0, len(ids):].tolist()
         prompts.append({"ids": ids, "logits_last": last, "greedy": greedy})
-    return {"lines": lines, "ids": [tok(line)["input_ids"] for line in lines], "prompts": prompts}
+    for text in ATTENTION_PROMPTS:
+        ids = tok(text)["input_ids"]
+        with torch.no_grad():
+            probs = torch.stack([a[0] for a in model(torch.tensor([ids]), output_attentions=True).attentions])
+            logits = moe(torch.tensor([ids]), output_router_logits=True).router_logits  # L x [S, E]
+        choice = torch.stack([torch.topk(torch.softmax(r.float(), -1), moe.config.num_experts_per_tok).indices
+                              for r in logits])  # [L, S, k]
+        attention.append({"model": "poetry-dense", "ids": ids, "dims": list(probs.shape),
+                          "data": probs.flatten().tolist()})  # [L, H, S, S]
+        router.append({"model": "poetry-moe", "ids": ids, "dims": list(choice.shape),
+                       "choice": choice.flatten().tolist()})
+    return {"lines": lines, "ids": [tok(line)["input_ids"] for line in lines], "prompts": prompts,
+            "attention": attention, "router": router}
+
+
+def live_spec(html: Path, base_url: str, report_path: Path) -> dict:
+    """check_live.mjs's spec: every kind fully on the English pages, the Chinese ones lighter (labels,
+    typing, console); the link on ch10, the numbers on ch06 (its MoE model is loaded there), the long input
+    on ch10."""
+    return {"base_url": base_url, "file_root": str(html), "chromium": str(CHROMIUM), "pages": LIVE_PAGES,
+            "full_lang": "en", "numeric_page": "book/ch06_moe.html", "long_page": "book/ch10_generation.html",
+            "link_page": "book/ch10_generation.html", "reference": live_reference(),
+            "report_path": str(report_path)}
+
+
+@pytest.fixture(scope="module")
+def built_html():
+    """The built book (both editions), as test_live_panels needs it; BOOK_BUILT=1 reuses _build/html, so
+    `BOOK_BUILT=1 pytest tests/test_browser.py -k live` runs the live check alone."""
+    _require_browser()
+    _build_book(BOOK_DIR, reuse=os.environ.get("BOOK_BUILT") == "1" or BUILT_HERE)
+    return BOOK_DIR / "_build" / "html"
 
 
 @pytest.mark.skipif(not EDITIONS, reason="only the repository's book has live panels")
-def test_live_panels(browser_report, tmp_path):
+def test_live_panels(built_html, tmp_path):
     """Every live panel of both editions works in the page, equals Python, and falls back from file://."""
     node = _require_browser()
-    html = BOOK_DIR / "_build" / "html"
+    html = built_html
     assert (html / "_static" / "live" / "models" / "models.json").exists(), "the build exported no models"
     assert not (html / "zh" / "_static" / "offline" / "onnxruntime-web").exists(), "zh duplicates the runtime"
     server, base_url = _serve(html)
-    spec = {"base_url": base_url, "file_root": str(html), "chromium": str(CHROMIUM), "pages": LIVE_PAGES,
-            "reference": live_reference(), "numeric_page": "book/ch10_generation.html",
-            "report_path": str(tmp_path / "live.json")}
+    spec = live_spec(html, base_url, tmp_path / "live.json")
     (tmp_path / "spec.json").write_text(json.dumps(spec, ensure_ascii=False))
     try:
         result = subprocess.run([node, str(DRIVER_DIR / "check_live.mjs"), str(tmp_path / "spec.json")],
@@ -291,9 +331,13 @@ def test_live_panels(browser_report, tmp_path):
         pytest.fail(f"check_live.mjs gave no report (exit {result.returncode}):\n{result.stderr[-3000:]}")
     (BOOK_DIR / "_build" / "screenshots").mkdir(parents=True, exist_ok=True)
     (BOOK_DIR / "_build" / "screenshots" / "live.json").write_text(json.dumps(report, indent=1, ensure_ascii=False))
+    print(f"\nlive panels: {report.get('seconds')} s in the browser")
     assert "error" not in report, report["error"]
     problems = [f"{p['page']}: {problem}" for p in report["pages"] for problem in p["problems"]]
-    assert len(report["pages"]) == len(LIVE_PAGES) + 2 and not problems, "\n".join(problems)
+    assert len(report["pages"]) == len(LIVE_PAGES) + 1 and not problems, "\n".join(problems)
+    numeric = next(p["numeric"] for p in report["pages"] if "numeric" in p)
+    assert numeric["lines"] == len(spec["reference"]["lines"]) and numeric["attention_prompts"] == 3
+    assert numeric["router_prompts"] == 3 and numeric["router_choices_compared"] > 0
 
 
 # --- the checks themselves, on a fixture book --------------------------------------------------------------------

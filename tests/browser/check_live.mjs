@@ -1,9 +1,14 @@
 // The live panels (book/_ext/live_panels.py) in headless Chromium: node check_live.mjs SPEC.json
-// SPEC: {base_url, file_root, chromium, pages: [{page, kind, lang}], reference: {lines, ids, prompts:
-// [{ids, logits_last, greedy}]}, numeric_page, report_path}. Per page: the panel starts on a click (progress,
-// then a picture), typing changes the picture, bad inputs give their message, markup typed or linked stays
-// text, zero console errors, zero requests outside the book. On numeric_page: the page's token ids, logits
-// and greedy continuation against the Python references. Then the file:// fallback.
+// SPEC: {base_url, file_root, chromium, pages: [{page, kind, lang}], full_lang, numeric_page, long_page,
+// link_page, reference: {lines, ids, prompts: [{ids, logits_last, greedy}], attention: [{model, ids, dims,
+// data}], router: [{model, ids, dims, choice}]}, report_path}.
+// One browser for everything. Each panel kind is checked fully on one edition (full_lang): the panel starts on
+// a click (progress, then a picture), typing changes the picture, bad inputs give their message, markup typed
+// stays text. The other edition's panels: the panel starts, its labels are in that language, typing changes the
+// picture. On every page: zero console errors, zero requests outside the book. link_page is opened through a
+// #live= link (text and settings in the fragment) and then fully checked in that same page; on numeric_page
+// the page's tokenizer, logits, greedy continuation, attention rows and router choices are compared with the
+// Python references in one page evaluation, with the model already loaded. Then the file:// fallback.
 import { readFileSync, writeFileSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -13,6 +18,7 @@ const spec = JSON.parse(readFileSync(process.argv[2], "utf8"));
 const isLocal = (url) => /^(http:\/\/127\.0\.0\.1[:/]|file:|data:|blob:|about:)/.test(url);
 const MARKUP = "<img src=x onerror=alert(1)></script>";
 const IGNORED_CONSOLE = [/strict mode: use allowUnionTypes/];
+const CJK = /[\u4e00-\u9fff]/;
 
 function watch(page, problems) {
   page.on("console", (msg) => {
@@ -38,47 +44,96 @@ async function typeLine(page, text) {
 }
 
 async function waitRender(page, before, what, problems, timeout = 30000) {
-  await page.waitForFunction((n) => Number(document.querySelector(".live-panel").dataset.renders || 0) > n, before, { timeout })
-    .catch(() => problems.push(`no new picture after ${what}`));
+  await page.waitForFunction((n) => Number(document.querySelector(".live-panel").dataset.renders || 0) > n, before,
+    { timeout, polling: 50 }).catch(() => problems.push(`no new picture after ${what}`));
 }
 
 const resultText = (page) => page.evaluate(() => document.querySelector(".live-result").textContent);
-const notes = (page) => page.evaluate(() => Array.from(document.querySelectorAll(".live-note"), (n) => n.className + ": " + n.textContent));
 const imgsInPanel = (page) => page.evaluate(() => document.querySelectorAll(".live-panel img").length);
 
-async function checkPage(context, entry) {
-  const problems = [];
+async function open(context, url, problems) {
   const page = await context.newPage();
   watch(page, problems);
-  const result = { page: entry.page, problems, timings: {} };
-  try {
-    await page.goto(new URL(entry.page, spec.base_url).href, { waitUntil: "load", timeout: 60000 });
-    const start = Date.now();
-    await page.click(".live-panel .live-start");
-    await page.waitForFunction(() => document.querySelector(".live-progress"), null, { timeout: 10000 })
-      .catch(() => problems.push("no progress indicator"));
-    await page.waitForFunction(() => document.querySelector(".live-panel.live-on, .live-panel.live-error"), null, { timeout: 60000 });
-    const status = await page.textContent(".live-status");
-    if (!(await page.$(".live-panel.live-on"))) { problems.push(`the panel did not start: ${status}`); return result; }
-    if (entry.kind !== "poem") await waitRender(page, 0, "start", problems);
-    result.timings.first_picture_ms = Date.now() - start;
-    if (entry.lang === "zh" && !/[\u4e00-\u9fff]/.test(status)) problems.push(`status not in Chinese: ${status}`);
+  await page.goto(url, { waitUntil: "load", timeout: 60000 });
+  return page;
+}
 
+// Click the start button (unless the link started the panel); wait for the first picture.
+async function start(page, entry, problems, timings, clicked = true) {
+  const t0 = Date.now();
+  if (clicked) {
+    await page.click(".live-panel .live-start");
+    await page.waitForFunction(() => document.querySelector(".live-progress"), null, { timeout: 10000, polling: 50 })
+      .catch(() => problems.push("no progress indicator"));
+  }
+  await page.waitForFunction(() => document.querySelector(".live-panel.live-on, .live-panel.live-error"), null,
+    { timeout: 60000, polling: 50 });
+  const status = await page.textContent(".live-status");
+  if (!(await page.$(".live-panel.live-on"))) { problems.push(`the panel did not start: ${status}`); return false; }
+  await waitRender(page, 0, "start", problems);
+  timings.first_picture_ms = Date.now() - t0;
+  if (entry.lang === "zh" && !CJK.test(status)) problems.push(`status not in Chinese: ${status}`);
+  return true;
+}
+
+async function typingChangesPicture(page, problems) {
+  const first = await resultText(page);
+  const before = await typeLine(page, "白日依山尽，黄河入海流。");
+  await waitRender(page, before, "typing", problems);
+  if ((await resultText(page)) === first) problems.push("typing a new line did not change the picture");
+}
+
+// The other edition: the panel starts, speaks the page's language, and follows the box.
+async function lightCheck(context, entry) {
+  const problems = [], timings = {};
+  const result = { page: entry.page, problems, timings, depth: "labels, typing, console" };
+  let page;
+  try {
+    page = await open(context, new URL(entry.page, spec.base_url).href, problems);
+    if (!(await start(page, entry, problems, timings))) return result;
+    const labels = await page.evaluate(() => Array.from(document.querySelectorAll(
+      ".live-label, .live-examples > span, .live-control > span, .live-controls button, .live-result caption, " +
+      ".live-result th, .live-result p"), (n) => n.textContent.trim()).filter((t) => /[A-Za-z]{3}/.test(t) || /[\u4e00-\u9fff]/.test(t)));
+    const wrongLanguage = labels.filter((t) => (entry.lang === "zh") !== CJK.test(t) && !/^(top-[kp]|E\d|id)\b/.test(t));
+    if (!labels.length) problems.push("no labels found in the panel");
+    if (wrongLanguage.length) problems.push(`labels not in ${entry.lang}: ${JSON.stringify(wrongLanguage.slice(0, 5))}`);
+    await typingChangesPicture(page, problems);
+  } catch (err) {
+    problems.push(`driver error: ${err.message}`);
+  } finally {
+    await page?.close();
+  }
+  return result;
+}
+
+async function fullCheck(context, entry) {
+  const problems = [], timings = {};
+  const result = { page: entry.page, problems, timings, depth: "full" };
+  const linked = entry.page === spec.link_page;
+  const state = { text: MARKUP, temperature: 1.3 };
+  const url = new URL(entry.page, spec.base_url).href + (linked ? "#live=" + encodeURIComponent(JSON.stringify(state)) : "");
+  let page;
+  try {
+    page = await open(context, url, problems);
+    if (!(await start(page, entry, problems, timings, !linked))) return result;
+    if (linked) {
+      result.link = "#live=" + JSON.stringify(state);
+      if ((await page.inputValue(".live-text")) !== MARKUP) problems.push("the link's text is not in the box");
+      const t = await page.textContent(".live-control output");
+      if (t !== "1.3") problems.push(`the link's temperature is not set: ${t}`);
+      if (await imgsInPanel(page)) problems.push("linked markup became an element");
+    }
     if (entry.kind === "poem") {
+      const w = await renders(page);
       await page.click(".live-write");
       await page.waitForFunction(() => document.querySelectorAll(".live-new-token").length >= 8, null, { timeout: 30000 })
         .catch(() => problems.push("no tokens arrived from write"));
-      await waitRender(page, 0, "writing", problems, 60000);
-      const speed = await page.textContent(".live-speed");
-      result.timings.poem = speed;
+      await waitRender(page, w, "writing", problems, 60000);
+      timings.poem = await page.textContent(".live-speed");
     } else {
-      const first = await resultText(page);
-      const before = await typeLine(page, "白日依山尽，黄河入海流。");
-      await waitRender(page, before, "typing", problems);
-      if ((await resultText(page)) === first) problems.push("typing a new line did not change the picture");
+      await typingChangesPicture(page, problems);
       if (entry.kind === "next-token") {
         const t = await renders(page);
-        await page.fill(".live-control input >> nth=0", "0.3").catch(() => {});
         await page.evaluate(() => { const s = document.querySelector(".live-control input"); s.value = "0.3"; s.dispatchEvent(new Event("input", { bubbles: true })); });
         await waitRender(page, t, "moving temperature", problems);
         const g = await renders(page);
@@ -86,12 +141,11 @@ async function checkPage(context, entry) {
         await waitRender(page, g, "greedy", problems);
       }
     }
-    // bad inputs
-    // the long input (a 512-token forward) on one page only: it is the slowest step on a busy machine
-    const bad = [["", "empty"], ["月🌙龘", "rare"], ...(entry.page === spec.numeric_page ? [["月".repeat(2100), "long"]] : [])];
+    // bad inputs; the long one (a 512-token forward) on one page only
+    const bad = [["", "empty"], ["月🌙龘", "rare"], ...(entry.page === spec.long_page ? [["月".repeat(2100), "long"]] : [])];
     for (const [text, key] of bad) {
       const b = await typeLine(page, text);
-      await page.waitForFunction((k) => document.querySelector(`.live-note-${k}`), key, { timeout: 30000 })
+      await page.waitForFunction((k) => document.querySelector(`.live-note-${k}`), key, { timeout: 30000, polling: 50 })
         .catch(() => problems.push(`no message for the ${key} input`));
       if (key !== "empty" && entry.kind !== "poem") await waitRender(page, b, `the ${key} input`, problems, 60000);
     }
@@ -100,62 +154,63 @@ async function checkPage(context, entry) {
     if (entry.kind !== "poem") await waitRender(page, b, "markup", problems);
     if (await imgsInPanel(page)) problems.push("typed markup became an element");
     if ((await page.inputValue(".live-text")) !== MARKUP) problems.push("the box changed the typed markup");
-
     if (entry.page === spec.numeric_page) result.numeric = await numericChecks(page, problems);
   } catch (err) {
     problems.push(`driver error: ${err.message}`);
   } finally {
-    await page.close();
+    await page?.close();
   }
   return result;
 }
 
+// Everything against Python in one evaluation: the page's own tokenizer and models (loaded once).
 async function numericChecks(page, problems) {
-  const ref = spec.reference;
-  const ids = await page.evaluate((lines) => window.minimindLive.encode(lines), ref.lines);
-  const wrong = ref.lines.filter((_, i) => JSON.stringify(ids[i]) !== JSON.stringify(ref.ids[i]));
-  if (wrong.length) problems.push(`token ids differ from Python on ${wrong.length} of ${ref.lines.length} lines, e.g. ${JSON.stringify(wrong.slice(0, 3))}`);
-  let maxLogit = 0;
-  for (const prompt of ref.prompts) {
-    const got = await page.evaluate(async ({ ids, n }) => {
-      const logits = await window.minimindLive.logits(ids);
+  const got = await page.evaluate(async (ref) => {
+    const live = window.minimindLive;
+    const same = (a, b) => a.length === b.length && a.every((v, i) => v === b[i]);
+    const ids = await live.encode(ref.lines);
+    const wrongLines = ref.lines.map((line, i) => [line, ids[i], ref.ids[i]]).filter(([, a, b]) => !same(a, b));
+    const prompts = [];
+    for (const p of ref.prompts) {
+      const logits = await live.logits(p.ids, "poetry-dense");
+      const last = logits.slice(logits.length - p.logits_last.length);
       const t0 = performance.now();
-      await window.minimindLive.logits(ids);
+      await live.logits(p.ids, "poetry-dense");
       const forwardMs = performance.now() - t0;
       const t1 = performance.now();
-      const greedy = await window.minimindLive.greedy(ids, n);
-      return { last: logits.slice(logits.length - 6400), greedy, forwardMs, genMs: performance.now() - t1 };
-    }, { ids: prompt.ids, n: prompt.greedy.length });
-    prompt.logits_last.forEach((v, i) => { maxLogit = Math.max(maxLogit, Math.abs(v - got.last[i])); });
-    if (JSON.stringify(got.greedy) !== JSON.stringify(prompt.greedy)) problems.push(`greedy differs: ${JSON.stringify(got.greedy)} vs ${JSON.stringify(prompt.greedy)}`);
-    prompt.forward_ms = got.forwardMs;
-    prompt.tokens_per_s = (got.greedy.length / got.genMs) * 1000;
-  }
+      const greedy = await live.greedy(p.ids, p.greedy.length, "poetry-dense");
+      const genMs = performance.now() - t1;
+      prompts.push({ n: p.ids.length, maxLogit: Math.max(...p.logits_last.map((v, i) => Math.abs(v - last[i]))),
+        greedy, greedyOk: same(greedy, p.greedy), forwardMs, tokensPerS: (greedy.length / genMs) * 1000 });
+    }
+    const attention = [];
+    for (const a of ref.attention) {
+      const out = (await live.outputs(a.ids, a.model)).attentions;
+      let max = 0;
+      a.data.forEach((v, i) => { max = Math.max(max, Math.abs(v - out.data[i])); });
+      attention.push({ n: a.ids.length, dims: out.dims, dimsOk: same(out.dims, a.dims), max });
+    }
+    const router = [];
+    for (const r of ref.router) {
+      const out = (await live.outputs(r.ids, r.model)).router_choice;
+      const differ = r.choice.filter((v, i) => v !== out.data[i]).length;
+      router.push({ n: r.ids.length, dimsOk: same(out.dims, r.dims), differ, total: r.choice.length });
+    }
+    return { wrongLines: wrongLines.slice(0, 3), nWrong: wrongLines.length, prompts, attention, router };
+  }, spec.reference);
+  const ref = spec.reference;
+  if (got.nWrong) problems.push(`token ids differ from Python on ${got.nWrong} of ${ref.lines.length} lines, e.g. ${JSON.stringify(got.wrongLines)}`);
+  const maxLogit = Math.max(...got.prompts.map((p) => p.maxLogit));
   if (!(maxLogit <= 1e-4)) problems.push(`logits differ from Python by ${maxLogit}`);
-  return { lines: ref.lines.length, max_logit_diff: maxLogit,
-    forward_ms: ref.prompts.map((p) => [p.ids.length, p.forward_ms]), tokens_per_s: ref.prompts.map((p) => p.tokens_per_s) };
-}
-
-async function checkLink(context, entry) {
-  const problems = [];
-  const page = await context.newPage();
-  watch(page, problems);
-  const state = { text: MARKUP, temperature: 1.3 };
-  const url = new URL(entry.page, spec.base_url).href + "#live=" + encodeURIComponent(JSON.stringify(state));
-  try {
-    await page.goto(url, { waitUntil: "load", timeout: 60000 });
-    await page.waitForFunction(() => document.querySelector(".live-panel.live-on"), null, { timeout: 60000 });
-    await waitRender(page, 0, "opening the link", problems);
-    if ((await page.inputValue(".live-text")) !== MARKUP) problems.push("the link's text is not in the box");
-    const t = await page.textContent(".live-control output");
-    if (t !== "1.3") problems.push(`the link's temperature is not set: ${t}`);
-    if (await imgsInPanel(page)) problems.push("linked markup became an element");
-  } catch (err) {
-    problems.push(`driver error: ${err.message}`);
-  } finally {
-    await page.close();
-  }
-  return { page: `${entry.page}#live=…`, problems };
+  got.prompts.filter((p) => !p.greedyOk).forEach((p) => problems.push(`greedy continuation of a ${p.n}-token prompt differs: ${JSON.stringify(p.greedy)}`));
+  const maxAttention = Math.max(...got.attention.map((a) => a.max));
+  got.attention.filter((a) => !a.dimsOk).forEach((a) => problems.push(`attention of a ${a.n}-token line has shape ${a.dims}`));
+  if (!(maxAttention <= 1e-5)) problems.push(`attention rows differ from Python by ${maxAttention}`);
+  got.router.filter((r) => !r.dimsOk || r.differ).forEach((r) => problems.push(`router choices of a ${r.n}-token line: ${r.differ} of ${r.total} differ from Python`));
+  return { lines: ref.lines.length, max_logit_diff: maxLogit, max_attention_diff: maxAttention,
+    attention_prompts: got.attention.length, router_prompts: got.router.length,
+    router_choices_compared: got.router.reduce((s, r) => s + r.total, 0),
+    forward_ms: got.prompts.map((p) => [p.n, p.forwardMs]), tokens_per_s: got.prompts.map((p) => p.tokensPerS) };
 }
 
 async function checkFile(context, entry) {
@@ -179,20 +234,28 @@ async function checkFile(context, entry) {
 
 const profile = mkdtempSync(path.join(tmpdir(), "live-chromium-"));
 const report = { pages: [] };
+const began = Date.now();
 let context;
 try {
   context = await chromium.launchPersistentContext(profile, {
     executablePath: spec.chromium || "/usr/bin/chromium", headless: true, viewport: { width: 1280, height: 900 },
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-      "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-extensions",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync",
+      "--disable-renderer-backgrounding", "--disable-background-timer-throttling"],
   });
   await context.route((url) => !isLocal(url.href), (route) => route.abort("blockedbyclient"));
-  for (const entry of spec.pages) report.pages.push(await checkPage(context, entry));
-  report.pages.push(await checkLink(context, spec.pages.find((p) => p.kind === "next-token")));
+  const full = spec.full_lang || "en";
+  for (const entry of spec.pages) {
+    const t0 = Date.now();
+    const result = await (entry.lang === full ? fullCheck : lightCheck)(context, entry);
+    result.seconds = (Date.now() - t0) / 1000;
+    report.pages.push(result);
+  }
   report.pages.push(await checkFile(context, spec.pages.find((p) => p.kind === "next-token")));
 } catch (err) {
   report.error = err.message;
 } finally {
   await context?.close();
+  report.seconds = (Date.now() - began) / 1000;
   writeFileSync(spec.report_path, JSON.stringify(report, null, 1));
 }
