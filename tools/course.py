@@ -2,6 +2,7 @@
 
     python tools/course.py init COURSE --chapters ch04a ch10      # or ch04a_attention ch10_generation
     python tools/course.py init COURSE --chapters ch04a --book path/to/book/
+    python tools/course.py init COURSE --chapters ch04a ch10 --lang zh   # the notebooks in Chinese (中文版)
     python tools/course.py table                                  # the book's exercises per chapter (Markdown)
 
 writes (and refuses to touch an existing COURSE):
@@ -17,6 +18,8 @@ writes (and refuses to touch an existing COURSE):
   pip-installed package;
 - `COURSE/guides/<chapter>.md`: the teacher's guide of each chapter that has one (`book/teaching/<chNN>.md`:
   what each exercise trains, the common wrong answers and what the checker says to each);
+- with `--lang zh`, the same notebooks with their markdown cells in Chinese (tools/zh_notebooks.py; same
+  cells, grade ids and points); the README and the teacher's guides stay in English;
 - `COURSE/README.md`: per chapter a table of its exercises (difficulty, minutes, points) with totals, the
   guides, and the next commands.
 Difficulty and minutes come from the check cells' `difficulty-N` and `minutes-N` tags, points from their
@@ -40,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from exercises import (CHECK, EXERCISE_HEADING, difficulty, exercise_numbers, kind, minutes,  # noqa: E402
                        notebook_prefix, points)
 from refresh_notebooks import REPO_ROOT  # noqa: E402
-from student_edition import CODE_STUB, copy_bench, reads_bench, source_notebook  # noqa: E402
+from student_edition import CODE_STUB, copy_bench, reads_bench, source_notebook, translations  # noqa: E402
 
 BOOK = REPO_ROOT / "book"
 COURSE_ID = "minimind-annotated"
@@ -209,8 +212,8 @@ def book_table(book: Path = BOOK, guides: Path | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def init(course: Path, names: list[str], book: Path = BOOK) -> dict[str, tuple[Path, list]]:
-    """Write the course folder; returns {assignment: (source notebook, exercise table)}."""
+def init(course: Path, names: list[str], book: Path = BOOK, lang: str = "en") -> dict[str, tuple[Path, list]]:
+    """Write the course folder (notebooks in `lang`); returns {assignment: (source notebook, exercise table)}."""
     if course.exists():
         raise CourseError(f"{course} already exists; nothing was written (choose a new folder)")
     notebooks = resolve(names, book)
@@ -220,17 +223,19 @@ def init(course: Path, names: list[str], book: Path = BOOK) -> dict[str, tuple[P
     prepared = []
     for path in notebooks:  # everything read and converted before anything is written
         prefix = notebook_prefix(path)
-        nb = source_notebook(nbformat.read(path, as_version=4), prefix)
-        prepared.append((prefix, path.name, nb))
+        source = nbformat.read(path, as_version=4)
+        english = source_notebook(source, prefix)
+        nb = english if lang == "en" else source_notebook(source, prefix, translations(path, lang))
+        prepared.append((prefix, path.name, nb, exercise_table(english)))  # titles: the English headings
     course.mkdir(parents=True)
     (course / "nbgrader_config.py").write_text(CONFIG)
-    for prefix, name, nb in prepared:
+    for prefix, name, nb, table in prepared:
         folder = course / "source" / prefix
         folder.mkdir(parents=True)
         nbformat.write(nb, folder / name)
         if reads_bench(nb):
             copy_bench(folder)
-        assignments[prefix] = (folder / name, exercise_table(nb))
+        assignments[prefix] = (folder / name, table)
         guide = book / "teaching" / f"{prefix}.md"
         if guide.is_file():
             (course / "guides").mkdir(exist_ok=True)
@@ -272,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     make.add_argument("--chapters", nargs="+", required=True, metavar="CHAPTER",
                       help="ch04a ch10 ... (or full notebook names)")
     make.add_argument("--book", type=Path, default=BOOK, help="the folder of the chapters (default: book/)")
+    make.add_argument("--lang", choices=("en", "zh"), default="en", help="zh: the notebooks' Markdown in Chinese")
     show = commands.add_parser("table", help="print the book's exercises per chapter as Markdown")
     show.add_argument("--book", type=Path, default=BOOK, help="the folder of the chapters (default: book/)")
     args = parser.parse_args(argv)
@@ -279,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         print(book_table(args.book), end="")
         return 0
     try:
-        assignments = init(args.course, args.chapters, args.book)
+        assignments = init(args.course, args.chapters, args.book, args.lang)
     except CourseError as error:
         print(f"course.py: {error}", file=sys.stderr)
         return 2
