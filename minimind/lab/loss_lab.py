@@ -165,10 +165,11 @@ def poem_layout(texts) -> list[tuple[int, int, int]]:
     return layout
 
 
-def loss_grid_figure(texts, losses: dict, vmax: float, title: str, glosses=None, cmap="magma_r"):
+def loss_grid_figure(texts, losses: dict, vmax: float, title: str, glosses=None,
+                     cmap="magma_r", stacked=False):
     """The tokens of a poem laid out line by line, one panel per model, each cell coloured by the loss (nats) of
     predicting that token; one colour scale (0..vmax) for every panel; `glosses` (optional, 9 pt) under each token
-    make the cells twice as wide."""
+    make the cells twice as wide; `stacked` puts the panels one above the other."""
     import matplotlib.pyplot as plt
     from matplotlib import colors
     layout = poem_layout(texts)
@@ -177,9 +178,12 @@ def loss_grid_figure(texts, losses: dict, vmax: float, title: str, glosses=None,
     norm, cm = colors.Normalize(0, vmax), plt.get_cmap(cmap)
     names = list(losses)
     cell_w, cell_h = (0.95, 0.62) if glosses is not None else (0.42, 0.4)  # inches
-    fig, axes = plt.subplots(1, len(names), squeeze=False, layout="constrained",  # keeps suptitle off the titles
-                             figsize=(min(7.5, 1.1 + len(names) * (n_cols * cell_w + 0.2)), 0.75 + n_lines * cell_h))
-    for ax, name in zip(axes[0], names):
+    across, down = (1, len(names)) if stacked else (len(names), 1)
+    size = (min(7.5, 1.1 + across * (n_cols * cell_w + 0.2)),
+            0.75 + down * (n_lines * cell_h + 0.3))
+    fig, axes = plt.subplots(down, across, squeeze=False, figsize=size,
+                             layout="constrained")  # keeps suptitle off the titles
+    for ax, name in zip(axes.flatten(), names):
         for i, ((line, col, width), text) in enumerate(zip(layout, texts)):
             value = losses[name][i]
             face = "#eeeeee" if math.isnan(value) else cm(norm(value))
@@ -194,7 +198,8 @@ def loss_grid_figure(texts, losses: dict, vmax: float, title: str, glosses=None,
         ax.set_xlim(0, n_cols), ax.set_ylim(-n_lines, 0)
         ax.axis("off")
         ax.set_title(name, fontsize=10)
-    bar = fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cm), ax=axes[0].tolist(), shrink=0.8, pad=0.02)
+    bar = fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cm),
+                       ax=axes.flatten().tolist(), shrink=0.8, pad=0.02)
     bar.set_label("loss of this token (nats)", fontsize=9), bar.ax.tick_params(labelsize=9)
     fig.suptitle(title, fontsize=10)
     return fig
@@ -202,28 +207,35 @@ def loss_grid_figure(texts, losses: dict, vmax: float, title: str, glosses=None,
 
 # --- the mechanism, drawn -------------------------------------------------------
 
-def shifted_loss_figure(vocab_size: int, tokens, glosses, title=None):
+def shifted_loss_figure(vocab_size: int, tokens, glosses, title=None, losses=None,
+                        vmax=12.0, cmap="magma_r"):
     """Chapter 9's mechanism diagram: one right-padded row of ids, its labels shifted by
     one, logits [B, S, V] -> float32 log-softmax -> the label's log-prob, -100 masked,
     the mean over the rest.
 
     `tokens`: the row's token texts (the last may be the pad token, label -100);
-    `glosses`: an English word under each. Drawn with `diagram`, 7 in wide.
+    `glosses`: an English word under each; `losses` (optional): the measured loss of
+    each kept target, written in its box and coloured on the scale 0..vmax of
+    `loss_grid_figure`. Drawn with `diagram`, 7 in wide.
     """
+    import matplotlib.pyplot as plt
+    from matplotlib import colors
     from . import diagram
     n = len(tokens)
     fig, ax = diagram.canvas(7, 4.6, title=title or "The shifted loss: position t is "
                              "scored on the label at t + 1")
     left, cell, top = 19, 80 / n, 59
     pads = [t == "<|endoftext|>" for t in tokens]
-    short = {"<|im_start|>": "<s>", "<|endoftext|>": "pad"}
+    short = {"<|im_start|>": "<|im_\nstart|>", "<|endoftext|>": "<|endof\ntext|>"}
+    norm, cm = colors.Normalize(0, vmax), plt.get_cmap(cmap)
     ink = diagram.INK
     diagram.note(ax, 1, top, "input_ids\n[B, S]", colour=ink)
     diagram.note(ax, 1, top - 14, "labels[:, 1:]\n(targets)", colour=ink)
     diagram.note(ax, 1, top - 27, "−log p(target)\n[B, S − 1]", colour=ink)
     for t, (text, gloss) in enumerate(zip(tokens, glosses)):
         x, w = left + t * cell + 0.6, cell - 1.2  # this position's column
-        diagram.box(ax, x, top - 3.5, w, 7, short.get(text, text), "embed", size=10)
+        diagram.box(ax, x, top - 3.5, w, 7, short.get(text, text), "embed",
+                    size=9 if text in short else 10)
         diagram.note(ax, x + w / 2, top - 5.8, f"{t}: {gloss}", ha="center")
         if t == n - 1:  # the last position predicts nothing: logits[:, :-1] drops it
             diagram.note(ax, x + w / 2, top - 14, "no\ntarget", ha="center")
@@ -235,11 +247,27 @@ def shifted_loss_figure(vocab_size: int, tokens, glosses, title=None):
         mid = x + w / 2
         diagram.arrow(ax, (mid + cell - 1, top - 7.6), (mid + 1.5, top - 10.2),
                       colour=diagram.MUTED, lw=0.9)
-        diagram.box(ax, x, top - 30.5, w, 7, "masked" if ignored else f"ℓ{t}", "loss",
-                    colour="#f2f2f2" if ignored else "#fbd9bd", size=9)
+        if ignored or losses is None:
+            diagram.box(ax, x, top - 30.5, w, 7, "masked" if ignored else f"ℓ{t}",
+                        "loss", colour="#f2f2f2" if ignored else "#fbd9bd", size=9)
+            continue
+        value = norm(losses[t])
+        diagram.box(ax, x, top - 30.5, w, 7, colour=cm(value))
+        ax.text(mid, top - 27, f"ℓ{t}\n{losses[t]:.1f}", ha="center", va="center",
+                fontsize=9, linespacing=1.2, color="white" if value > 0.55 else ink)
+    if losses is not None:  # the colour scale of the poem figures, as a small bar
+        x0, limits = left + (n - 1) * cell + 1, (ax.get_xlim(), ax.get_ylim())
+        ax.imshow([[i / 99 for i in range(100)]], cmap=cm, aspect="auto",
+                  extent=(x0, x0 + cell - 2, top - 26, top - 23.5))
+        ax.set(xlim=limits[0], ylim=limits[1])  # imshow resets them to its extent
+        diagram.note(ax, x0 - 0.5, top - 28.5, "0", size=9)
+        diagram.note(ax, x0 + cell - 1.5, top - 28.5, f"{vmax:g}", ha="right", size=9)
+        diagram.note(ax, x0 + (cell - 2) / 2, top - 21.5, "nats", ha="center", size=9)
     kept = sum(not p for p in pads[1:])
+    value = "" if losses is None else f" = {sum(losses[:kept]) / kept:.2f}"
+    mean = f"loss = (ℓ0 + ℓ1 + … + ℓ{kept - 1}) / {kept}{value}"
     diagram.note(ax, left, top - 37.5,
-                 f"loss = (ℓ0 + ℓ1 + … + ℓ{kept - 1}) / {kept}: the mean over the "
+                 f"{mean}: the mean over the "
                  f"{kept} kept targets;\n−100 is neither summed nor counted, and the "
                  "last position has no target", colour=ink)
     _draw_loss_steps(ax, vocab_size)
@@ -266,7 +294,8 @@ def _draw_loss_steps(ax, vocab_size, y=2.5, width=15.4, gap=4.6):
 
 def loss_mistakes(logits: torch.Tensor, labels: torch.Tensor) -> dict:
     """What the usual wrong shifted losses give for logits [B, S, V], labels [B, S]: no
-    shift, shifted the wrong way, the ignored positions averaged in, low precision."""
+    shift, shifted the wrong way, the ignored positions averaged in (as 0, or clamped to
+    token 0 and scored), low precision."""
     def per_token(z, y):  # [B, T, V], [B, T] -> [B, T]; an ignored label scores token 0
         picked = z.gather(-1, y.clamp(min=0).unsqueeze(-1)).squeeze(-1)
         return torch.logsumexp(z, -1) - picked
@@ -279,6 +308,7 @@ def loss_mistakes(logits: torch.Tensor, labels: torch.Tensor) -> dict:
         "shifted the wrong way":
             per_token(logits[:, 1:].float(), back)[back != IGNORE_INDEX].mean(),
         "ignored averaged in": (per_token(z, y) * keep).sum() / keep.numel(),
+        "ignored scored as token 0": per_token(z, y).mean(),  # -100 clamped to 0
         "low precision": per_token(logits[:, :-1], y)[keep].float().mean(),
     }
 
@@ -289,6 +319,8 @@ _MISTAKES = {
                              "label t + 1",
     "ignored averaged in": "your mean counts the ignored (−100) positions too: divide "
                            "by the kept ones only",
+    "ignored scored as token 0": "your mean counts the ignored (−100) positions too: "
+                                 "divide by the kept ones only",
     "low precision": "your loss matches one computed in the logits' low precision: "
                      "upcast to float32 first",
 }
@@ -393,3 +425,37 @@ def packing_summary(sequences, seq_len: int) -> dict[str, int]:
     starts = ends - lengths
     return {"tokens": total, "kept": kept, "dropped": total - kept, "rows": rows,
             "whole": int((ends <= kept).sum()), "begun": int((starts < kept).sum())}
+
+
+# --- the widget's poems, glossed --------------------------------------------------
+
+# Chapter 9's widget: for each of its six poems (keyed by the first five characters),
+# a title (the known title, else the first line, translated) and one English
+# gloss per predicted token, <|im_end|> included (token boundaries of the shipped
+# tokenizer).
+POEM_GLOSSES = {
+    "此地无驻马": ("此地无驻马 (“No horse halts here”)", [
+        "here", "no", "halting horse", ",", "night", "in", "still", "run", "wheels",
+        ".", "so", "thus", "road", "side", "grass", ",", "less", "than",
+        "on clothes", "dust", ".", "(poem ends)"]),
+    "嫁得瞿塘贾": ("江南曲 (Song of the South, Li Yi)", [
+        "marry", "get", "Qú-", "-táng", "trader", ",", "each dawn", "miss", "me",
+        "date", ".", "had I known", "tide", "has", "faith", ",", "marry", "to",
+        "play", "tide", "lad", ".", "(poem ends)"]),
+    "夜闻邻妇泣": ("夜闻邻妇泣 (“At night, a neighbour's wife weeps”)", [
+        "night", "hear", "neighbour", "wife", "weep", ",", "keen", "keen",
+        "lingering", "grief", ".", "then", "ask", "because of", "what matter", ",",
+        "soldier", "war", "not back", ".", "(poem ends)"]),
+    "醉后乐无极": ("醉后乐无极 (“Drunk, my joy knows no end”)", [
+        "once drunk", "joy", "no", "limit", ",", "far", "better", "not yet", "drunk",
+        "time", ".", "move", "face", "all is", "dance", ",", "utter", "words",
+        "always", "become", "poem", ".", "(poem ends)"]),
+    "今日山晴后": ("今日山晴后 (“Today, after the hills clear”)", [
+        "today", "hills", "clear", "after", ",", "last", "cicadas", "asters",
+        "bloom", "time", ".", "climb tower", "see", "autumn hues", ",", "where",
+        "most", "longing", ".", "(poem ends)"]),
+    "信书成自误": ("信书成自误 (“Trusting books, I misled myself”)", [
+        "trust", "books", "become", "self", "misled", ",", "through", "affairs",
+        "slowly", "know", "wrong", ".", "today", "at the fork", "part", ",",
+        "which year", "await", "you", "return", ".", "(poem ends)"]),
+}

@@ -216,6 +216,46 @@ def test_reference_explains_each_mistake_by_name():
     assert ref.explain(expected + 0.5, expected) is None
 
 
+def test_reference_names_ignored_labels_clamped_to_token_0():
+    """-100 clamped to id 0 for the gather, then .mean() over every pair: the ignored
+    pairs are scored on token 0 and counted, the same trap as averaging them in."""
+    logits, labels = _mistake_case()
+    ref = loss_lab.ShiftedLossReference()
+    expected = ref(logits, labels)
+    z, y = logits[:, :-1], labels[:, 1:]
+    clamped = (torch.logsumexp(z, -1)
+               - z.gather(-1, y.clamp(min=0).unsqueeze(-1)).squeeze(-1)).mean()
+    assert abs(clamped - expected) > 1e-3  # a real miss, not rounding
+    assert "kept ones only" in ref.explain(clamped, expected)
+
+
+def test_shifted_loss_figure_writes_the_measured_losses():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    tokens = ["<|im_start|>", "a", "b", "<|endoftext|>"]
+    fig = loss_lab.shifted_loss_figure(6400, tokens, ["start", "a", "b", "pad"],
+                                       losses=[3.0, 5.0])
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert "ℓ0\n3.0" in texts and "ℓ1\n5.0" in texts
+    assert any("/ 2 = 4.00" in t for t in texts)  # the mean of the two kept losses
+    plt.close(fig)
+
+
+def test_loss_grid_figure_stacks_panels():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    texts = ["a", "b", "，"]
+    losses = {"m1": [1.0, 2.0, 0.1], "m2": [2.0, 1.0, 0.2]}
+    fig = loss_lab.loss_grid_figure(texts, losses, vmax=12, title="t",
+                                    glosses=["x", "y", ","], stacked=True)
+    panels = [ax for ax in fig.axes if ax.get_title() in losses]
+    assert len(panels) == 2
+    assert panels[0].get_position().y0 > panels[1].get_position().y0  # one above
+    plt.close(fig)
+
+
 def test_reference_explains_a_low_precision_loss():
     logits, labels = _mistake_case(torch.bfloat16)
     ref = loss_lab.ShiftedLossReference()
