@@ -305,3 +305,246 @@ def training_loop_figure(preset, vocab_size: int):
     note(ax, 50, 1.2, f"every {preset.eval_every} steps: held-out loss, log line, checkpoint",
          ha="center")
     return fig
+
+
+# --- the appendix's exercises: references, explanations and hints (kept out of the check cells) -----------
+
+def package_lr(step, peak, warmup, total, min_ratio) -> float:
+    """Exercise 1's reference: train.py's `learning_rate` for a preset with these numbers."""
+    from ..training.train import Preset, learning_rate
+    preset = Preset(model={}, steps=total, lr=peak, warmup=warmup, min_lr_ratio=min_ratio)
+    return learning_rate(step, preset)
+
+
+EX1_HINTS = [
+    "Two phases: compare your rate with the package's at step 0, at the last warmup "
+    "step and at the last step. Which phase is off?",
+    "Warmup counts from step + 1 (step 0 is not zero); after warmup, progress is "
+    "clamped at 1, so steps past the end stay at the floor.",
+    "After warmup the rate is the floor plus the cosine's share of the distance from the "
+    "floor to the peak; the cosine's argument runs from 0 to pi as progress goes 0 to 1.",
+]
+
+
+def package_training_state_bytes(config) -> int:
+    """Exercise 2's reference: bytes of a real model's fp32 training state after one AdamW step."""
+    from ..training.train import param_groups
+    torch.manual_seed(0)
+    model = MiniMindForCausalLM(config)
+    optimizer = torch.optim.AdamW(param_groups(model, 0.1), lr=1e-3)
+    ids = torch.randint(0, config.vocab_size, (1, 8))
+    out = model(ids, labels=ids)
+    (out.loss + out.aux_loss).backward()
+    optimizer.step()
+    return sum(training_state_bytes(model, optimizer).values())
+
+
+def state_miss(got, expected):
+    """Exercise 2: the miss in bytes per parameter, never the answer itself."""
+    if not isinstance(got, (int, float)):
+        return None
+    per_parameter = got / (expected / 16)
+    if per_parameter == round(per_parameter):
+        return f"you count {per_parameter:.0f} bytes per parameter"
+    return "your parameter count is not the model's: is a tied matrix counted twice?"
+
+
+EX2_HINTS = [
+    "Besides the weight itself, what does training keep for every parameter until the "
+    "next step? Name all of it before you count bytes.",
+    "The gradient, and AdamW's two moments (a mean and a mean of squares), all "
+    "float32 like the weight. Count parameters with model.parameters().",
+    "Count the float32 tensors of the same shape as a weight that exist after "
+    "optimizer.step(); a tied matrix is one parameter, listed once.",
+]
+
+
+def epoch_miss(got, expected):
+    """Exercise 3: how many steps too many or too few."""
+    if isinstance(got, (int, float)) and got > expected:
+        return f"you count {got - expected} step(s) more than batches yields"
+    if isinstance(got, (int, float)) and got < expected:
+        return f"you count {expected - got} step(s) fewer than batches yields"
+    return None
+
+
+EX3_HINTS = [
+    "Count rank 0's rows first, then the whole batches that fit in them.",
+    "Rank 0 takes rows 0, world, 2·world, …: how many is that when n_rows does not "
+    "divide by world? And an incomplete last batch is dropped.",
+    "Rank 0's share rounds up (it gets the extra row of an odd split); the number of "
+    "batches rounds down.",
+]
+
+
+# Exercise 4: one optimizer step, checked on a small MiniMind (64 wide, 2 layers, 320 tokens)
+# over three steps with a changing learning rate. The optimizers start at lr 0.5 so that a
+# step that never sets the rate shows at once.
+STEP_LRS = {"AdamW": (3e-3, 2e-3, 1e-3), "SGD": (0.3, 0.2, 0.1)}
+
+
+def step_setup(optimizer: str, seed: int = 0):
+    """(model, optimizer, batches [3, 4, 16]) for Exercise 4, the same on every call."""
+    from ..config import MiniMindConfig
+    from ..training.train import param_groups
+    torch.manual_seed(seed)
+    config = MiniMindConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                            num_key_value_heads=2, vocab_size=320)
+    model = MiniMindForCausalLM(config)
+    groups = param_groups(model, 0.1)
+    if optimizer == "AdamW":
+        opt = torch.optim.AdamW(groups, lr=0.5, betas=(0.9, 0.95))
+    else:
+        opt = torch.optim.SGD(groups, lr=0.5, momentum=0.9)
+    return model, opt, torch.randint(0, config.vocab_size, (3, 4, 16))
+
+
+def weights_after_steps(step_fn, optimizer: str) -> torch.Tensor:
+    """All weights, flattened, after three `step_fn(model, opt, batch, lr)` calls (Exercise 4)."""
+    model, opt, steps = step_setup(optimizer)
+    model.train()
+    for batch, lr in zip(steps, STEP_LRS[optimizer]):
+        step_fn(model, opt, batch, lr)
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+def package_train_step(model, opt, batch, lr):
+    """train.py's own `train_step` on a bare model and optimizer (one process, CPU, clip 1.0)."""
+    from types import SimpleNamespace
+    from ..training.train import train_step
+    run = SimpleNamespace(model=model, ddp_model=model, optimizer=opt,
+                          device=torch.device("cpu"), preset=SimpleNamespace(grad_clip=1.0))
+    return train_step(run, batch, lr)
+
+
+def package_weights_after_steps(optimizer: str) -> torch.Tensor:
+    """Exercise 4's reference: the weights after three of train.py's steps."""
+    return weights_after_steps(package_train_step, optimizer)
+
+
+def _set_lr(opt, lr):
+    for group in opt.param_groups:
+        group["lr"] = lr
+
+
+def _step_without_zero_grad(model, opt, batch, lr):
+    _set_lr(opt, lr)
+    model(batch, labels=batch).loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+
+
+def _step_clip_after(model, opt, batch, lr):
+    _set_lr(opt, lr)
+    opt.zero_grad()
+    model(batch, labels=batch).loss.backward()
+    opt.step()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+
+
+def _step_without_lr(model, opt, batch, lr):
+    opt.zero_grad()
+    model(batch, labels=batch).loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+
+
+STEP_MISTAKES = [
+    (_step_without_zero_grad, "your weights are those of a step that never zeroes the "
+     "gradients: backward adds to .grad, so each step used the sum of all earlier gradients"),
+    (_step_clip_after, "your weights are those of a step that clips after opt.step(): the "
+     "update used the unclipped gradients (clipping must come between backward and step)"),
+    (_step_without_lr, "your weights are those of a step that never sets the learning rate: "
+     "the optimizer kept the rate it was built with (0.5), not the schedule's lr"),
+]
+
+
+def train_step_miss(got, expected):
+    """Exercise 4: name the common mistake whose weights `got` are, or None."""
+    if not torch.is_tensor(got) or got.shape != expected.shape:
+        return None
+    for optimizer in STEP_LRS:
+        if not torch.equal(package_weights_after_steps(optimizer), expected):
+            continue
+        start = torch.cat([p.detach().flatten() for p in step_setup(optimizer)[0].parameters()])
+        if torch.equal(got, start):
+            return "your step did not change the weights: is opt.step() called?"
+        for step_fn, message in STEP_MISTAKES:
+            if torch.allclose(got, weights_after_steps(step_fn, optimizer), atol=1e-6, rtol=1e-5):
+                return message
+    return None
+
+
+EX4_HINTS = [
+    "A step has six parts: set the rate, clear old gradients, compute the loss, backward, "
+    "clip, step. Which is missing or out of order?",
+    "The learning rate is a key of every dict in opt.param_groups; clearing is "
+    "opt.zero_grad(); clipping is torch.nn.utils.clip_grad_norm_ on model.parameters().",
+    "Order: rates, zero_grad, loss = model(batch, labels=batch).loss, backward, clip to "
+    "1.0, opt.step(). Return nothing in particular.",
+]
+
+
+def heldout_turn(log) -> tuple[int, float]:
+    """Exercise 5's reference: (step of the lowest held-out loss, how far the last held-out loss
+    is above it in nats) from a train_log read by `read_log`; None for anything else (a stub)."""
+    if not isinstance(log, dict):
+        return None
+    best_loss, best_step = min(zip(log["val_loss"], log["val_step"]))
+    return best_step, round(log["val_loss"][-1] - best_loss, 4)
+
+
+def turn_miss(got, expected):
+    """Exercise 5: which of the two numbers is off, in the exercise's words."""
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        return "heldout_turn should return two numbers: (step, rise)"
+    if got[0] != expected[0]:
+        return (f"your step ({got[0]}) is not the evaluation with the lowest held-out loss "
+                "(val_step and val_loss are parallel lists)")
+    if got[1] != expected[1]:
+        return ("your step is right, but the rise is not the last held-out loss minus the "
+                "lowest one, in nats, rounded to 4 digits")
+    return None
+
+
+EX5_HINTS = [
+    "read_log gives the evaluations as two lists of the same length: val_step and "
+    "val_loss. Which evaluation is the lowest, and where is the last one?",
+    "Pair them up with zip, take the lowest loss with its step, then compare the last "
+    "held-out loss with that lowest one.",
+    "min over zip(val_loss, val_step) gives the lowest loss and its step together; the "
+    "rise is the last val_loss minus that loss, rounded to 4 digits.",
+]
+
+
+def _cases():
+    from .checker import Case
+    return Case
+
+
+EX1_CASES = [_cases()(0, 3e-3, 100, 3000, 0.1, hint="step 0: the warmup counts from step + 1"),
+             (99, 3e-3, 100, 3000, 0.1), (100, 3e-3, 100, 3000, 0.1),
+             (1550, 3e-3, 100, 3000, 0.1), (2999, 3e-3, 100, 3000, 0.1),
+             _cases()(5000, 3e-3, 100, 3000, 0.1, hint="past the last step: the floor"),
+             (0, 1e-3, 500, 20000, 0.1), (12345, 1e-3, 500, 20000, 0.1),
+             (10, 1e-2, 20, 200, 0.0)]
+
+
+def ex2_cases():
+    """Exercise 2's configs: tied, untied (with its own hint) and MoE."""
+    from ..config import MiniMindConfig
+    small = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, vocab_size=320)
+    return [(MiniMindConfig(**small),),
+            _cases()(MiniMindConfig(**small, tie_word_embeddings=False),
+                     hint="untied: the head is a second matrix"),
+            (MiniMindConfig(**small, use_moe=True, num_experts=4, moe_intermediate_size=96),)]
+
+
+EX3_CASES = [(6055, 8, 1), (270, 4, 1),
+             _cases()(10, 4, 1, hint="10 rows in batches of 4: the tail"),
+             (11, 2, 2), _cases()(9, 4, 2, hint="9 rows on 2 ranks: rank 0 gets the extra row"),
+             _cases()(3, 4, 1, hint="fewer rows than one batch"), (6055, 8, 4)]
+
+EX4_CASES = [("AdamW",), _cases()("SGD", hint="plain SGD with momentum: a gradient's size "
+                                         "shows directly in the step")]

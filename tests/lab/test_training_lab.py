@@ -184,3 +184,32 @@ def test_tang_train_tokens_recounted_from_the_corpus():
     sequences = encode_poems(tok, load_poems(path), 256)
     assert max(map(len, sequences)) < 256  # nothing truncated: rows = tokens // seq_len
     assert sum(map(len, sequences)) == TANG_TRAIN_TOKENS
+
+
+def test_exercise_four_reference_is_train_step_and_names_each_mistake():
+    from minimind.lab import training_lab as lab
+    for optimizer in lab.STEP_LRS:
+        expected = lab.package_weights_after_steps(optimizer)
+        assert torch.equal(expected, lab.package_weights_after_steps(optimizer))  # deterministic
+        for step_fn, message in lab.STEP_MISTAKES:  # each mistake moves the weights, and is named
+            got = lab.weights_after_steps(step_fn, optimizer)
+            assert not torch.allclose(got, expected, atol=1e-6, rtol=1e-5)
+            assert lab.train_step_miss(got, expected) == message
+
+
+def test_heldout_turn_finds_the_lowest_evaluation_and_the_rise():
+    from minimind.lab.training_lab import heldout_turn
+    log = {"val_step": [10, 20, 30], "val_loss": [7.5, 7.0, 7.25]}
+    assert heldout_turn(log) == (20, 0.25)
+    assert heldout_turn({"val_step": [10, 20], "val_loss": [7.5, 7.0]}) == (20, 0.0)
+
+
+@pytest.mark.slow
+def test_activation_fit_predicts_the_real_row_of_minimind_3():
+    # the appendix holds out 3 layers x 128 tokens (cheap); this is the row it extrapolates to,
+    # 8 layers x 512 tokens: one forward of several seconds. Linear in layers and tokens, so the
+    # fit should be exact up to allocator rounding: 0.1% leaves room for a different CPU kernel.
+    config = minimind.MiniMindConfig(vocab_size=6400)
+    fit = activation_model(config, seqs=(32, 64))
+    measured = saved_activation_bytes(config, 1, 512)
+    assert abs(measured / predict_activation_bytes(fit, 8, 512) - 1) < 1e-3
