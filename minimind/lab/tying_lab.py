@@ -261,7 +261,8 @@ def through_both_ends(head, weight, ids, targets):
 
 
 def head_miss(got, expected) -> str | None:
-    """Chapter 8's tied-head exercise: what a miss means (transposed, or a copy)."""
+    """Chapter 8's tied-head exercise: what a miss means (transposed, or a copy); for a
+    copy, (message, COPY_HINT), the hint that fits that mistake."""
     (logits, grad), (logits_ref, grad_ref) = got, expected
     if logits.shape != logits_ref.shape:
         return (f"your logits have shape {list(logits.shape)}: the head gives one "
@@ -273,8 +274,14 @@ def head_miss(got, expected) -> str | None:
         return ("the logits are right, but the embedding's matrix does not get the "
                 "head's share of the gradient: your head uses another tensor (a copy, "
                 "or a second Parameter over the same memory), not the embedding's own "
-                "Parameter")
+                "Parameter", COPY_HINT)  # (message, the hint that fits this mistake)
     return None
+
+
+COPY_HINT = ("`.detach().clone()`, `.data`, `torch.tensor(...)` and `nn.Parameter(...)` "
+             "all make a tensor outside autograd's graph: use `embedding.weight` itself. "
+             "(A plain `.clone()` inside the head passes the gradient back; a copy made "
+             "once at build time, as in pitfall 1, does not.)")
 
 
 # --- the go-further experiment: untie, train, watch the ends drift ----------------
@@ -287,21 +294,24 @@ def end_drift(embed: torch.Tensor, head: torch.Tensor) -> tuple[float, float]:
     return difference.pow(2).mean().sqrt().item(), cosine.mean().item()
 
 
-def drift_run(untied, rows, steps: int = 30, rows_per_step: int = 4, lr: float = 1e-3):
-    """Train an untied model on `rows` [N, S] with AdamW, `rows_per_step` rows a step;
-    after each step, `end_drift` on two fixed groups of rows: the tokens the run reads
-    (at a position whose prediction is scored) and those it never reads (chapter 8).
+def drift_run(untied, rows, steps: int = 15, rows_per_step: int = 2, lr: float = 1e-3,
+              optimizer: str = "adamw"):
+    """Train an untied model on `rows` [N, S] with AdamW (or plain SGD, `optimizer=
+    "sgd"`: chapter 8's control run), `rows_per_step` rows a step; after each step,
+    `end_drift` on two fixed groups of rows: the tokens the run reads (at a position
+    whose prediction is scored) and those it never reads (chapter 8).
 
     Returns {"step", "read", "unread", "n_read", "moved"}; "moved": per group, the RMS
     of how far the embedding and the head each moved from the start, after the run.
     """
+    optimizers = {"adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
     last = len(rows) - rows_per_step + 1
     starts = [(k * rows_per_step) % last for k in range(steps)]
     read = torch.zeros(untied.config.vocab_size, dtype=torch.bool, device=rows.device)
     for s in starts:
         read[rows[s:s + rows_per_step, :-1].flatten()] = True
     start = untied.lm_head.weight.detach().clone()  # [V, d]: both ends begin equal
-    optimizer = torch.optim.AdamW(untied.parameters(), lr=lr)
+    optimizer = optimizers[optimizer](untied.parameters(), lr=lr)
     untied.train()
     history = {"step": [], "read": [], "unread": [], "n_read": int(read.sum())}
     for step, s in enumerate(starts, 1):

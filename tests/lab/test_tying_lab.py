@@ -167,7 +167,12 @@ def test_through_both_ends_sees_the_tie_in_the_gradient():
     copied_logits, copied_grad = through_both_ends(_copied_head, weight, ids, targets)
     torch.testing.assert_close(copied_logits, logits, atol=1e-6, rtol=1e-6)  # same numbers...
     torch.testing.assert_close(copied_grad, w_in.grad, atol=1e-6, rtol=1e-5)  # ...lookup's share only
-    assert "copy" in head_miss((copied_logits, copied_grad), (logits, grad))
+    message, hint = head_miss((copied_logits, copied_grad), (logits, grad))
+    assert "copy" in message and ".detach().clone()" in hint  # the hint fits the mistake
+    def cloned(h, e):  # a clone made inside forward stays in autograd's graph: a tie
+        return F.linear(h, e.weight.clone())
+
+    assert head_miss(through_both_ends(cloned, weight, ids, targets), (logits, grad)) is None
     assert "one score per token" in head_miss((torch.zeros(2, 5, 6), grad), (logits, grad))
     assert head_miss((logits, grad), (logits, grad)) is None
 
@@ -199,3 +204,15 @@ def test_drift_run_moves_only_the_head_of_tokens_never_read():
     # (lr 1e-2 x 0.01) moves them, 3 steps x 1e-4 of their size (~0.125 here): ~4e-5
     assert embed_unread < 1e-4 < head_unread
     assert history["read"][-1][0] > 0 and history["read"][-1][1] < 1
+
+
+def test_drift_run_with_sgd_leaves_never_read_embedding_rows_exactly_in_place():
+    model = tiny_model()
+    untied = untied_model(model.config)
+    untied.load_state_dict(model.state_dict())
+    g = torch.Generator().manual_seed(0)
+    rows = torch.randint(0, 100, (6, 9), generator=g)  # rows 100+ are never read
+    history = drift_run(untied, rows, steps=3, rows_per_step=2, lr=0.1, optimizer="sgd")
+    embed_unread, head_unread = history["moved"]["unread"]
+    assert embed_unread == 0 < head_unread  # plain SGD: no weight decay, no gradient
+    assert history["moved"]["read"][1] > head_unread  # SGD: small gradient, small step
