@@ -153,7 +153,7 @@ def read_grid(path) -> list[dict]:
 
 # --- figures ---------------------------------------------------------------------------------------------------
 
-KEPT, REMOVED = "#3b75af", "#dddddd"
+KEPT, REMOVED, OTHER = "#3b75af", "#dddddd", "#e3a33b"  # OTHER: a summed bar
 
 
 def stage_bars(ax, probs, labels, removed, title, ymax, note=None, note_x=0.98):
@@ -180,10 +180,57 @@ def stage_bars(ax, probs, labels, removed, title, ymax, note=None, note_x=0.98):
                 bbox=dict(facecolor="white", edgecolor="#999999", alpha=0.9))
 
 
-def _legend_handles():
+def _legend_handles(removed=True, other=None):
+    """Legend patches: kept, removed (if a filter ran), the summed bar (`other`)."""
     from matplotlib.patches import Patch
-    return [Patch(color=KEPT, label="kept"),
-            Patch(facecolor=REMOVED, edgecolor="#999999", hatch="xxx", label="removed (probability 0)")]
+    handles = [Patch(color=KEPT, label="kept")]
+    if removed:
+        handles.append(Patch(facecolor=REMOVED, edgecolor="#999999", hatch="xxx",
+                             label="removed (probability 0)"))
+    if other:
+        handles.append(Patch(facecolor=OTHER, edgecolor="#555555", label=other))
+    return handles
+
+
+def stage_ymax(stages, shown_ids) -> float:
+    """The y range of a stage figure from its data (chapter 10): the tallest shown bar
+    over all `stages` [(name, logits [1, V])] plus 10%, up to a tenth, at most 1."""
+    tallest = max(torch.softmax(z[0].float(), -1)[shown_ids].max().item()
+                  for _, z in stages)
+    return min(1.0, math.ceil(tallest * 11) / 10)
+
+
+def pinned_png(png: bytes) -> bytes:
+    """The figure with a FIXED palette: the chart's colours and their blends with
+    white and with each other, so the kept blue is the same pixel in every frame (a
+    palette chosen per frame, `viz.palette_png`, can shift it in a frame with little
+    blue)."""
+    import io
+
+    from PIL import Image
+    inks = [KEPT, OTHER, REMOVED, "#555555", "#999999", "#888888", "#000000"]
+    rgb = [tuple(int(c[i:i + 2], 16) for i in (1, 3, 5)) for c in inks]
+    colours = {(255, 255, 255)}
+    for a in rgb:  # each ink blended with white and with the other inks (anti-aliasing)
+        for b in [(255, 255, 255), *rgb]:
+            steps = 16 if b == (255, 255, 255) else 2
+            colours |= {tuple(round(x + (y - x) * t / steps) for x, y in zip(a, b))
+                        for t in range(steps)}
+    assert len(colours) <= 256  # white and every ink among them: nothing is cut
+    palette = torch.tensor(sorted(colours), dtype=torch.float32)  # [C, 3]
+    import numpy as np
+    image = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))  # [H, W, 3] uint8
+    rgb24 = image.reshape(-1, 3).astype(np.int64) @ np.array([65536, 256, 1])  # [H·W]
+    unique, where = np.unique(rgb24, return_inverse=True)  # a few hundred colours
+    unique = torch.from_numpy(np.stack([unique // 65536, unique // 256 % 256,
+                                        unique % 256], -1)).float()  # [U, 3]
+    nearest = torch.cdist(unique, palette).argmin(-1).numpy()  # exact where an ink is
+    indices = nearest[where.reshape(-1)].astype(np.uint8).reshape(image.shape[:2])
+    flat = Image.fromarray(indices)  # "L"; putpalette makes it "P"
+    flat.putpalette([int(v) for v in palette.flatten().tolist()])
+    buffer = io.BytesIO()
+    flat.save(buffer, format="PNG", optimize=True)
+    return buffer.getvalue()
 
 
 def stages_figure(stages, shown_ids, labels, ymax, context=""):
@@ -203,25 +250,29 @@ def stages_figure(stages, shown_ids, labels, ymax, context=""):
 
 
 def distribution_frame(logits, shown_ids, labels, ymax, title, other=False):
-    """One widget frame: the shown tokens' probabilities under `logits` [1, V], kept set and entropy
-    noted. `other=True` adds a last bar, every other token's probability summed (where the mass goes
-    at a high temperature)."""
+    """One widget frame: the shown tokens' probabilities under `logits` [1, V], kept set
+    and entropy noted. `other=True` adds a last bar in its own colour, every other
+    token's probability summed (where the mass goes at a high temperature); the legend then has
+    no "removed" entry, since temperature removes nothing."""
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7, 2.9), layout="constrained")
     probs = torch.softmax(logits[0].float(), -1)
     removed = [not math.isfinite(logits[0, i].item()) for i in shown_ids]
     shown_probs, shown_mass = probs[shown_ids], probs[shown_ids].sum().item()
+    rest = logits.shape[-1] - len(shown_ids)
     if other:
-        rest = logits.shape[-1] - len(shown_ids)
         shown_probs = torch.cat([shown_probs, (1 - shown_probs.sum()).clamp(min=0).view(1)])
         labels, removed = [*labels, f"other {rest:,}"], [*removed, False]
     note = (f"kept {kept_count(logits)[0].item():,} of {logits.shape[-1]:,} tokens\n"
-            f"entropy {entropy(logits)[0].item():.2f} nats\nthese {len(shown_ids)} tokens: {shown_mass:.2f}")
+            f"entropy {entropy(logits)[0].item():.2f} nats\n"
+            f"these {len(shown_ids)} tokens: {shown_mass:.2f}")
     # the tall bars can only be the first token's and the last one's: notes go in the middle
     stage_bars(ax, shown_probs, labels, removed, title, ymax, note, note_x=0.7)
-    if other:  # the summed bar in another colour: it is not one token
-        ax.patches[-1].set_facecolor("#b0b0b0")
-    ax.legend(handles=_legend_handles(), fontsize=9, loc="upper center",
+    if other:  # the summed bar in its own colour: it is not one token
+        ax.patches[-1].set_facecolor(OTHER)
+    summed = f"the other {rest:,} tokens, summed" if other else None
+    handles = _legend_handles(removed=not other, other=summed)
+    ax.legend(handles=handles, fontsize=9, loc="upper center",
               bbox_to_anchor=(0.36, 1.0), ncol=1)
     return fig
 
@@ -248,6 +299,11 @@ def pipeline_figure(vocab_size, kept, settings):
     values = [f"r = {settings['repetition_penalty']:g}", f"T = {settings['temperature']:g}",
               f"k = {settings['top_k']}", f"p = {settings['top_p']:g}", "", ""]
     diagram.shape(ax, x0, y + h + 9.5, f"the model's logits [1, {vocab_size:,}]")
+    # choose_next_token's first step, in force until min_new_tokens are written
+    diagram.box(ax, 50.0, y + h + 6.6, 48.0, 6.2,
+                "first, until min_new_tokens are written:\n"
+                "the end token is banned (its logit −∞)",
+                kind="tensor", size=9, ls="--", edge=diagram.MUTED)
     diagram.arrow(ax, (x0 + 1.0, y + h + 7.5), (x0 + 1.0, y + h + 0.6))
     for i, (name, what, space) in enumerate(PIPELINE):
         x = x0 + i * (w + gap)
@@ -332,24 +388,75 @@ def partial_character_tokens(tokenizer, ids) -> list[tuple[int, int, bytes]]:
 
 # --- the build-it exercise: the common ways to get the pipeline wrong ------------------------------------------
 
-def pipeline_mistakes(logits, input_ids, repetition_penalty, temperature, top_k, top_p) -> dict:
-    """{mistake: probabilities [B, V]} for chapter 10's pipeline exercise, each built from the package's
-    stages with one thing wrong, so the checker can name the mistake a reader's answer matches."""
+def _probs_filters(probs, top_k, top_p):
+    """Top-k then top-p on probabilities [B, V], never renormalised (chapter 10's
+    pitfall): a removed token gets 0, and top-p reads what top-k's survivors keep."""
+    if 0 < top_k < probs.shape[-1]:
+        kth = probs.topk(top_k, dim=-1).values[..., -1, None]  # [B, 1]
+        probs = probs.masked_fill(probs < kth, 0.0)
+    if top_p < 1.0:
+        sorted_probs, idx = probs.sort(dim=-1)  # ascending, as transformers
+        remove = sorted_probs.cumsum(-1) <= 1 - top_p
+        probs = probs.masked_fill(remove.scatter(1, idx, remove), 0.0)
+    return probs
+
+
+def penalty_per_occurrence(logits, input_ids, penalty):
+    """The penalty once per occurrence (a loop over input_ids): z / r^n or z · r^n."""
+    ones = torch.ones_like(input_ids, dtype=logits.dtype)
+    counts = torch.zeros_like(logits).scatter_add(1, input_ids, ones)  # [B, V]
+    factor = torch.as_tensor(penalty, dtype=logits.dtype) ** counts  # 1 if unseen
+    return torch.where(logits > 0, logits / factor, logits * factor)
+
+
+def pipeline_mistakes(logits, input_ids, repetition_penalty, temperature, top_k,
+                      top_p) -> dict:
+    """{mistake: probabilities [B, V]} for chapter 10's pipeline exercise, each made of
+    the package's stages with one thing wrong, so the checker can name the mistake.
+
+    "top-p read the distribution from before top-k" covers two ways to write it: top-p
+    run before top-k, and a nucleus computed on the whole distribution. Both keep the
+    same tokens (the nucleus and the top-k set are both runs of the best tokens, so
+    either way the smaller is kept): no case tells them apart, so they share a name."""
     def probs(z):
         return torch.softmax(z, dim=-1)
 
+    def filters(z):
+        return top_p_filter(top_k_filter(z, top_k), top_p)
+
+    def after_temperature(z):
+        return probs(filters(apply_temperature(z, temperature)))
+
     penalised = apply_repetition_penalty(logits, input_ids, repetition_penalty)
     scaled = apply_temperature(penalised, temperature)
-    mistakes = {
-        "temperature after the filters": probs(apply_temperature(
-            top_p_filter(top_k_filter(penalised, top_k), top_p), temperature)),
-        "top-p before top-k": probs(top_k_filter(top_p_filter(scaled, top_p), top_k)),
-    }
-    nucleus = torch.isfinite(top_p_filter(scaled, top_p))  # read from the whole distribution
-    mistakes["top-p not renormalised after top-k"] = probs(
-        top_k_filter(scaled, top_k).masked_fill(~nucleus, float("-inf")))
+    raw = _probs_filters(probs(scaled), top_k, top_p)  # on probabilities
     seen = torch.gather(logits, 1, input_ids)  # [B, S]
-    divided = logits.scatter(1, input_ids, seen / repetition_penalty)  # negative logits move *up*
-    mistakes["penalty divides negative logits"] = probs(
-        top_p_filter(top_k_filter(apply_temperature(divided, temperature), top_k), top_p))
-    return mistakes
+    divided = logits.scatter(1, input_ids, seen / repetition_penalty)  # z < 0 goes *up*
+    late = apply_repetition_penalty(filters(apply_temperature(logits, temperature)),
+                                    input_ids, repetition_penalty)
+    return {
+        "temperature after the filters":
+            probs(apply_temperature(filters(penalised), temperature)),
+        "top-p read the distribution from before top-k":
+            probs(top_k_filter(top_p_filter(scaled, top_p), top_k)),
+        "filtering probabilities without renormalising": raw,
+        "filtering probabilities, renormalised only at the end":
+            raw / raw.sum(-1, keepdim=True),
+        "penalty divides negative logits": after_temperature(divided),
+        "penalty once per occurrence": after_temperature(
+            penalty_per_occurrence(logits, input_ids, repetition_penalty)),
+        "penalty after the filters": probs(late),
+    }
+
+
+def kept_probs_miss(got, expected):
+    """Chapter 10's fallback for a distribution [B, V]: the first row keeping another
+    number of tokens (probability > 0) than the package's; None when all rows agree."""
+    if not (torch.is_tensor(got) and got.shape == expected.shape):
+        return None
+    pairs = zip((got > 0).sum(-1).tolist(), (expected > 0).sum(-1).tolist())
+    for row, (g, e) in enumerate(pairs, 1):
+        if g != e:
+            return (f"row {row}: you keep {g:,} token{'s' * (g != 1)}, "
+                    f"the package keeps {e:,}")
+    return None

@@ -10,7 +10,7 @@ from minimind.lab.sampling_lab import (chi_square_p_value, chi_square_test, dist
                                        stages_figure, transformers_stages)
 from minimind.lab.sampling_lab import (continuation_context, last_line, min_p_filter, partial_character_tokens,
                                        pipeline_figure, pipeline_mistakes, token_bytes, transformers_min_p)
-from minimind.sampling import next_token_distribution
+from minimind.sampling import next_token_distribution, top_k_filter, top_p_filter
 
 
 def test_entropy_in_nats_ignores_filtered_tokens():
@@ -122,12 +122,17 @@ def test_pipeline_mistakes_differ_from_the_package():
     torch.manual_seed(0)
     logits, ids = torch.randn(2, 40) * 3, torch.tensor([[1, 2, 2, 9], [0, 5, 7, 7]])
     differs = set()
-    for r, t, k, p in [(1.3, 0.8, 3, 0.6), (1.3, 1.0, 0, 1.0)]:  # the second: no filter
+    settings = [(1.3, 0.8, 3, 0.6), (1.3, 1.0, 0, 1.0), (1.3, 2.0, 10, 0.8)]  # 2nd: no filter
+    for r, t, k, p in settings:
         right = next_token_distribution(logits, ids, t, k, p, r)
         mistakes = pipeline_mistakes(logits, ids, r, t, k, p)
         differs |= {name for name, probs in mistakes.items() if not torch.allclose(probs, right, atol=1e-6)}
-    assert set(mistakes) == {"temperature after the filters", "top-p before top-k",
-                             "top-p not renormalised after top-k", "penalty divides negative logits"}
+    assert set(mistakes) == {"temperature after the filters",
+                             "top-p read the distribution from before top-k",
+                             "filtering probabilities without renormalising",
+                             "filtering probabilities, renormalised only at the end",
+                             "penalty divides negative logits", "penalty once per occurrence",
+                             "penalty after the filters"}
     assert differs == set(mistakes)  # each is a real difference on one of the settings
 
 
@@ -143,3 +148,48 @@ def test_contexts_and_byte_tokens():
     tok = ByteTokenizer()
     assert token_bytes(tok, 0) == "金".encode() and token_bytes(tok, 1) == b"\xe9\x87"
     assert [(p, i) for p, i, _ in partial_character_tokens(tok, [0, 1, 2])] == [(1, 1), (2, 2)]
+
+
+def test_pipeline_mistakes_are_told_apart_and_the_two_nucleus_mistakes_agree():
+    torch.manual_seed(0)
+    logits, ids = torch.randn(2, 40) * 3, torch.tensor([[1, 2, 2, 9], [0, 5, 7, 7]])
+    right = next_token_distribution(logits, ids, 0.8, 10, 0.7, 1.3)
+    mistakes = pipeline_mistakes(logits, ids, 1.3, 0.8, 10, 0.7)
+    assert {"penalty once per occurrence", "filtering probabilities without renormalising",
+            "penalty after the filters"} <= set(mistakes)
+    raw = mistakes["filtering probabilities without renormalising"]
+    assert (raw.sum(-1) < 1 - 1e-3).all()  # zeroed, never renormalised: less than 1 left
+    # top-p before top-k keeps the same set as a nucleus of the whole distribution cut to
+    # top-k (both are runs of the best tokens): exact, the same masks on the same logits
+    for k, p in [(3, 0.6), (10, 0.9), (25, 0.3)]:
+        scaled = logits / 0.8
+        nucleus = torch.isfinite(top_p_filter(scaled, p))
+        cut = top_k_filter(scaled, k).masked_fill(~nucleus, float("-inf"))
+        assert torch.equal(top_k_filter(top_p_filter(scaled, p), k), cut)
+
+
+def testpenalty_per_occurrence_and_kept_probs_miss():
+    from minimind.lab.sampling_lab import penalty_per_occurrence, kept_probs_miss
+    logits = torch.tensor([[2.0, -1.0, 3.0]])
+    out = penalty_per_occurrence(logits, torch.tensor([[0, 0, 1]]), 2.0)
+    assert out.tolist() == [[0.5, -2.0, 3.0]]  # exact: powers of two
+    got, expected = torch.tensor([[0.5, 0.5, 0.0]]), torch.tensor([[0.4, 0.3, 0.3]])
+    assert kept_probs_miss(got, expected) == "row 1: you keep 2 tokens, the package keeps 3"
+    assert kept_probs_miss(expected, expected) is None
+
+
+def test_stage_ymax_and_pinned_palette():
+    import io
+
+    import matplotlib
+    matplotlib.use("Agg")
+    from PIL import Image
+
+    from minimind.lab.sampling_lab import KEPT, pinned_png, stage_ymax
+    from minimind.lab.viz import figure_png
+    z = torch.log(torch.tensor([[0.5, 0.3, 0.2]]))
+    assert stage_ymax([("model", z)], [0, 1]) == 0.6  # 0.5 * 1.1 = 0.55, up to 0.6
+    fig = distribution_frame(z, [0, 1], ["a", "b"], 1.0, "T", other=True)
+    image = Image.open(io.BytesIO(pinned_png(figure_png(fig, dpi=60)))).convert("RGB")
+    blue = tuple(int(KEPT[i:i + 2], 16) for i in (1, 3, 5))
+    assert blue in {c for _, c in image.getcolors(4096)}  # the kept blue, exactly
