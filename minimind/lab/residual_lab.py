@@ -119,6 +119,26 @@ def sublayer_writes(stream) -> list[dict]:
     return rows
 
 
+def shuffled_write_cosines(stream, seed: int = 0) -> list[dict]:
+    """Per block, the chance level for the mean cosines of `sublayer_writes` (ch. 7):
+    each token's write against *another* token's stream (a random cyclic shuffle, no
+    token kept in place).
+
+    Keys `attention_cos`, `mlp_cos`: [B * S] cosines. Their mean is what a write
+    pointing nowhere in particular scores against streams sharing a common direction."""
+    generator = torch.Generator().manual_seed(seed)
+    rows = []
+    for i in sorted(stream):
+        x, h, out = (stream[i][k].float().flatten(0, -2)  # [B * S, hidden]
+                     for k in ("input", "after_attention", "output"))
+        order = torch.randperm(len(x), generator=generator).to(x.device)  # [B * S]
+        other = order.roll(1)  # token order[k] meets the stream of token order[k - 1]
+        cos = F.cosine_similarity
+        rows.append({"attention_cos": cos((h - x)[order], x[other], dim=-1),
+                     "mlp_cos": cos((out - h)[order], h[other], dim=-1)})
+    return rows
+
+
 # --- chapter 7's Exercise 1: the usual wrong Pre-Norm forwards ------------------------
 
 BLOCK_MISTAKES = {  # key: (what the answer did, the hint that fits it)
@@ -143,6 +163,10 @@ BLOCK_MISTAKES = {  # key: (what the answer did, the hint that fits it)
         "the MLP reads the stream without its norm",
         "The MLP, like attention, reads a copy passed through its own norm "
         "(`post_attention_layernorm`)."),
+    "mlp_uses_input_norm": (
+        "the MLP reads h through `input_layernorm`, attention's norm",
+        "Each sub-layer has its own norm: attention's is `input_layernorm`, the MLP's "
+        "`post_attention_layernorm`."),
 }
 
 
@@ -160,12 +184,15 @@ def block_forward_mistakes(block, x, position_embeddings) -> dict:
     h = x + attn
     post_h = n1(x + block.self_attn(x, pe)[0])
     copy_h = n1(x) + attn
-    return {"post_norm": n2(post_h + _mlp(block, post_h)),
-            "added_to_copy": n2(copy_h) + _mlp(block, n2(copy_h)),
-            "no_attention_add": attn + _mlp(block, n2(attn)),
-            "no_mlp_add": _mlp(block, n2(h)),
-            "mlp_reads_x": h + _mlp(block, n2(x)),
-            "mlp_unnormalised": h + _mlp(block, h)}
+    mistakes = {"post_norm": n2(post_h + _mlp(block, post_h)),
+                "added_to_copy": n2(copy_h) + _mlp(block, n2(copy_h)),
+                "no_attention_add": attn + _mlp(block, n2(attn)),
+                "no_mlp_add": _mlp(block, n2(h)),
+                "mlp_reads_x": h + _mlp(block, n2(x)),
+                "mlp_unnormalised": h + _mlp(block, h)}
+    if not torch.equal(n1.weight, n2.weight):  # a fresh block's two norms are the same
+        mistakes["mlp_uses_input_norm"] = h + _mlp(block, n1(h))
+    return mistakes
 
 
 def diagnose_block_forward(got, block, x, position_embeddings, atol: float = 1e-4):
@@ -195,19 +222,29 @@ def gradient_profile(model, input_ids) -> dict:
 
     `params` [L]: L2 norm of the block's parameter gradients; `stream` [L]: RMS of dLoss/d(block input), the
     gradient the residual stream carries down to that block; `sigma` [L, 2]: mean RMS of what the block's two
-    RMSNorms divide by (their inputs); `gain` [L, 2]: RMS of those norms' weights; `final_sigma`: mean RMS of the
+    RMSNorms divide by (their inputs); `inv_sigma` [L, 2, B * S]: 1 / that RMS, token by
+    token; `norm_gain` [L, 2]: each norm's own backward gain, mean RMS of the gradient
+    it passes down / of the one it receives; `gain` [L, 2]: RMS of those norms' weights; `final_sigma`: mean RMS of the
     final norm's input (nan when the model has none, as in Post-Norm); `top_stream`: RMS of dLoss/d(last block's
     output); `loss`: the loss. The model's gradients are cleared afterwards.
     """
     inputs, sigma, handles = {}, {"final": float("nan")}, []
+    inv_sigma, norm_gain = {}, {}  # per norm: 1/RMS per token [B * S]; backward gain
     for layer in model.model.layers:
         def keep_input(block, args, i=layer.layer_id):
             args[0].retain_grad()
             inputs[i] = args[0]
         handles.append(layer.register_forward_pre_hook(keep_input))
         for j, name in enumerate(NORMS):
-            handles.append(getattr(layer, name).register_forward_hook(
-                lambda module, args, out, key=(layer.layer_id, j): sigma.__setitem__(key, rms(args[0]).mean().item())))
+            def keep_sigma(module, args, out, key=(layer.layer_id, j)):
+                sigma[key] = rms(args[0]).mean().item()
+                inv_sigma[key] = 1 / rms(args[0]).detach().flatten()
+
+            def keep_gain(module, grad_in, grad_out, key=(layer.layer_id, j)):
+                passed, received = rms(grad_in[0]).mean(), rms(grad_out[0]).mean()
+                norm_gain[key] = (passed / received).item()
+            handles.append(getattr(layer, name).register_forward_hook(keep_sigma))
+            handles.append(getattr(layer, name).register_full_backward_hook(keep_gain))
 
     def keep_top(block, args, out):
         out[0].retain_grad()
@@ -228,6 +265,10 @@ def gradient_profile(model, input_ids) -> dict:
                "stream": torch.tensor([rms(inputs[i].grad).mean().item() for i in range(len(layers))]),
                "sigma": torch.tensor([[sigma[(i, j)] for j in range(2)] for i in range(len(layers))]),
                "gain": torch.tensor([[rms(getattr(layer, name).weight).item() for name in NORMS] for layer in layers]),
+               "inv_sigma": torch.stack([torch.stack([inv_sigma[i, j] for j in (0, 1)])
+                                         for i in range(len(layers))]).cpu(),
+               "norm_gain": torch.tensor([[norm_gain[(i, j)] for j in range(2)]
+                                          for i in range(len(layers))]),
                "final_sigma": sigma["final"], "top_stream": rms(inputs["top"].grad).mean().item()}
     model.zero_grad(set_to_none=True)
     return profile
@@ -242,6 +283,13 @@ def predicted_post_norm_gain(profile) -> torch.Tensor:
     """[L]: the Jacobian argument for a Post-Norm block: each of its two norms scales the backward gradient by about
     RMS(gain) / sigma (dividing by the RMS of its input), and the residual sums pass it on unchanged."""
     return (profile["gain"] / profile["sigma"]).prod(-1)
+
+
+def predicted_post_norm_gain_per_token(profile) -> torch.Tensor:
+    """[L]: the same prediction with 1/sigma taken token by token, then averaged
+    (chapter 7). The mean of 1/sigma is at least 1 / (mean sigma): Jensen's inequality."""
+    per_token = profile["inv_sigma"][:, 0] * profile["inv_sigma"][:, 1]  # [L, B * S]
+    return profile["gain"].prod(-1) * per_token.mean(-1)
 
 
 def train_recording(model, rows, steps: int, lr: float, batch_size: int = 4, seed: int = 0,
@@ -401,6 +449,16 @@ def direct_logit_attribution(model, stream, input_ids) -> dict:
     return {name: write_logit(model, w[:, :-1], final, targets) for name, w in stream_writes(stream).items()}
 
 
+def _fitted(piece: str) -> tuple[str, float]:
+    """A guess as drawn in its grid cell, and its font size: a token longer than three
+    characters (the chat marker `<think>`) as its first letter in angle quotes, ‹t›,
+    so that it stays inside its cell; the figure spells it out in a note (chapter 7's
+    lens grid). "EOS" fits as it is."""
+    if len(piece) <= 3:
+        return piece, 10 if len(piece) == 1 else 9
+    return f"‹{piece.strip('<>')[:1]}›", 9
+
+
 def guess_grid_figure(probs, texts, row_labels, column_labels, title: str, actual=None, highlight=()):
     """A grid of guessed tokens (as text), each cell coloured by its probability on a fixed 0..1 scale.
 
@@ -421,7 +479,8 @@ def guess_grid_figure(probs, texts, row_labels, column_labels, title: str, actua
     for r in range(rows):
         for c in range(cols):
             p = probs[r, c].item()
-            ax.text(c, r, texts[r][c], ha="center", va="center", fontsize=9 if len(texts[r][c]) > 1 else 10,
+            piece, size = _fitted(texts[r][c])
+            ax.text(c, r, piece, ha="center", va="center", fontsize=size,
                     color="white" if p > 0.6 else "black")
     ax.set_yticks(range(rows), row_labels, fontsize=9.5)
     ax.set_xticks(range(cols), column_labels, fontsize=9.5)
@@ -433,6 +492,11 @@ def guess_grid_figure(probs, texts, row_labels, column_labels, title: str, actua
         for c, piece in enumerate(actual):
             ax.text(c, -0.75, piece, ha="center", va="bottom", fontsize=9 if len(piece) > 1 else 9.5, color="#555555")
         ax.text(-0.6, -0.75, "actual next", ha="right", va="bottom", fontsize=9.5, color="#555555")
+    shortened = sorted({(_fitted(t)[0], t) for row in texts for t in row
+                        if _fitted(t)[0] != t})
+    if shortened:  # say what each short label stands for, under the grid on the right
+        note = "; ".join(f"{short} = {t}" for short, t in shortened)
+        fig.text(0.99, 0.02, note, ha="right", va="bottom", fontsize=9, color="#555555")
     for c in highlight:
         ax.add_patch(Rectangle((c - 0.5, -0.5), 1, rows, fill=False, edgecolor="tab:red", lw=1.8, clip_on=False))
     ax.set_title(title, fontsize=10.5, pad=24 if actual is not None else 6)

@@ -286,3 +286,67 @@ def test_each_write_logit_mistake_is_diagnosed_as_itself(ids):
             assert not torch.allclose(wrong, right, atol=1e-2), key
             assert residual_lab.diagnose_write_logit(wrong, model, write, final, targets) == \
                 residual_lab.WRITE_LOGIT_MISTAKES[key], key
+
+
+# --- chapter 7's additions of 2026-12-02: baselines and the gap in the Jacobian prediction ----------------------
+
+def test_shuffled_write_cosines_pair_each_write_with_another_tokens_stream():
+    """Streams that all point one way (a shared direction e) with writes along e: a write's cosine with any
+    token's stream is the same, so the shuffled cosine equals the own-token one; no token keeps its own."""
+    e = torch.zeros(8)
+    e[0] = 1.0
+    scale = torch.arange(1.0, 7.0).reshape(1, 6, 1)  # [1, 6, 1]: every token a multiple of e
+    x = scale * e
+    stream = {0: {"input": x, "after_attention": 3 * x, "output": 5 * x}}
+    row = residual_lab.shuffled_write_cosines(stream)[0]
+    assert row["attention_cos"].shape == row["mlp_cos"].shape == (6,)
+    # float32 cosines of parallel vectors: 1 within a few ulps
+    torch.testing.assert_close(row["mlp_cos"], torch.ones(6), atol=1e-6, rtol=0)
+    # orthogonal writes (along e1) against streams along e0: 0 whatever the pairing
+    stream[0]["after_attention"] = x + scale * torch.eye(8)[1]
+    torch.testing.assert_close(residual_lab.shuffled_write_cosines(stream)[0]["attention_cos"],
+                               torch.zeros(6), atol=1e-6, rtol=0)
+
+
+def test_per_token_prediction_is_at_least_the_mean_sigma_one_and_norm_gain_is_measured(ids):
+    torch.manual_seed(0)
+    model = post_norm_model(tiny_config(num_hidden_layers=3))
+    profile = residual_lab.gradient_profile(model, ids)
+    assert profile["inv_sigma"].shape == (3, 2, ids.numel())
+    assert profile["norm_gain"].shape == (3, 2)
+    # exact identity: 1 / (mean of RMS) <= mean of 1 / RMS (Jensen), for each norm; float32 sums ~1e-6
+    assert (profile["inv_sigma"].mean(-1) >= 1 / profile["sigma"] - 1e-5).all()
+    # independent: a norm's backward gain by autograd on its own, from the same input
+    norm = model.model.layers[1].input_layernorm
+    x = (torch.randn(*ids.shape, model.config.hidden_size) * 3).requires_grad_()
+    grad_out = torch.randn_like(x)
+    norm(x).backward(grad_out)
+    by_hand = (rms(x.grad).mean() / rms(grad_out).mean()).item()
+    # an RMSNorm of gain 1 scales an orthogonal gradient by 1 / RMS(x) ~ 1/3: the same order
+    assert 0.2 < by_hand < 0.5
+    assert (profile["norm_gain"] > 0).all()
+
+
+def test_mlp_through_input_norm_is_a_mistake_only_when_the_two_norms_differ(ids):
+    model = tiny_model()
+    block = model.model.layers[0]
+    x = torch.randn(2, 5, model.config.hidden_size, generator=torch.Generator().manual_seed(0))
+    pe = (model.model.freqs_cos[:5], model.model.freqs_sin[:5])
+    with torch.no_grad():
+        block.post_attention_layernorm.weight.copy_(block.input_layernorm.weight)  # as a fresh block
+        assert "mlp_uses_input_norm" not in residual_lab.block_forward_mistakes(block, x, pe)
+        block.post_attention_layernorm.weight.mul_(2.0)
+        h = x + block.self_attn(block.input_layernorm(x), pe)[0]
+        wrong = h + block.mlp(block.input_layernorm(h))
+        assert residual_lab.diagnose_block_forward(wrong, block, x, pe) == \
+            residual_lab.BLOCK_MISTAKES["mlp_uses_input_norm"]
+
+
+def test_long_guesses_are_drawn_short_and_spelled_out():
+    assert residual_lab._fitted("<think>") == ("‹t›", 9)
+    assert residual_lab._fitted("，") == ("，", 10)
+    assert residual_lab._fitted("EOS") == ("EOS", 9)
+    import matplotlib.pyplot as plt
+    fig = residual_lab.guess_grid_figure(torch.ones(1, 2) / 2, [["<think>", "a"]], ["row"], ["x", "y"], "t")
+    assert "‹t› = <think>" in [t.get_text() for t in fig.texts]
+    plt.close(fig)
