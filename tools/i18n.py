@@ -206,16 +206,49 @@ def check_entry(msgid: str, msgstr: str) -> list[str]:
     return problems
 
 
-def check_terms(entries: list[tuple[str, str]], terms: list[Term]) -> list[str]:
+_GLOSS = re.compile(r"（[^（）]*[A-Za-z][^（）]*）")  # （grouped-query attention，GQA）
+_CHAPTER_DASH = re.compile(r"^(第 \S+ 章) — ")
+
+
+def check_heading(msgstr: str) -> list[str]:
+    """A heading is a title in the sidebar, the tab and search hits: no English gloss (the first use in
+    the prose gives it), and 第 4a 章　注意力 rather than an English dash."""
+    problems = []
+    if _GLOSS.search(msgstr):
+        problems.append(f"a heading carries an English gloss {_GLOSS.search(msgstr)[0]}: give it in the "
+                        "first paragraph that uses the term")
+    if _CHAPTER_DASH.search(msgstr):
+        problems.append("a chapter title is written 第 N 章 — …: use a full-width space, 第 N 章　…")
+    return problems
+
+
+def heading_texts(po: Path) -> set[str]:
+    """The headings of the page a catalogue translates (its notebook's or .md's `#` lines)."""
+    stem = REPO / "book" / po.relative_to(PO_DIR / "book").with_suffix("")
+    for source in (stem.with_suffix(".ipynb"), stem.with_suffix(".md")):
+        if source.suffix == ".ipynb" and source.exists():
+            import nbformat
+            texts = [c.source for c in nbformat.read(source, 4).cells if c.cell_type == "markdown"]
+            break
+        if source.exists():
+            texts = [source.read_text(encoding="utf-8")]
+            break
+    else:
+        return set()
+    return {m[1].strip() for text in texts for m in re.finditer(r"(?m)^#{1,6}\s+(.+)$", text)}
+
+
+def check_terms(entries: list[tuple[str, str]], terms: list[Term], headings=frozenset()) -> list[str]:
     """Fixed terms: an `always` term's Chinese appears wherever its English does; for `always` and `first`
-    terms the first message (in page order) using the term gives the English in parentheses as well."""
+    terms the first message (in page order) using the term gives the English in parentheses as well.
+    Headings (`headings`: their English) are not a first use: they carry no gloss (check_heading)."""
     problems = []
     for term in terms:
         if term.rule == "note":
             continue
         first_seen = False
         for msgid, msgstr in entries:
-            if is_display_math(msgid):
+            if is_display_math(msgid) or msgid.strip() in headings:
                 continue
             english_in_source = bool(term.english_re.search(markup(msgid).prose))
             if term.rule == "always" and english_in_source and not term.in_chinese(msgstr):
@@ -259,8 +292,11 @@ def check(paths: list[Path]) -> int:
     for po in paths:
         entries = [(m.id, m.string) for m in catalogue_entries(po) if m.string and not m.fuzzy]
         problems = [f"{msgid[:60]!r}: {p}" for msgid, msgstr in entries for p in check_entry(msgid, msgstr)]
+        headings = heading_texts(po) if po.is_relative_to(PO_DIR / "book") else set()
+        problems += [f"{msgid[:60]!r}: {p}" for msgid, msgstr in entries if msgid.strip() in headings
+                     for p in check_heading(msgstr)]
         if po.stem != "glossary":  # the glossary's table keeps the English terms as they are
-            problems += check_terms(entries, terms)
+            problems += check_terms(entries, terms, headings)
         for p in problems:
             print(f"{po.relative_to(REPO)}: {p}")
         count += len(problems)
@@ -305,6 +341,8 @@ def build(extra: list[str]) -> None:
     if HTML_OUT.exists():
         shutil.rmtree(HTML_OUT)
     shutil.copytree(ZH_BUILD / "_build" / "html", HTML_OUT)
+    from zh_notebooks import write_sources  # each page's download button: its Chinese notebook
+    write_sources(HTML_OUT)
     print(HTML_OUT / "index.html")
 
 
