@@ -340,6 +340,17 @@ def test_live_panels(built_html, tmp_path):
     assert numeric["router_prompts"] == 3 and numeric["router_choices_compared"] > 0
 
 
+@pytest.mark.skipif(not EDITIONS, reason="only the repository's book has a Chinese edition")
+def test_the_chinese_download_button_gets_the_chinese_notebook(built_html):
+    """A Chinese page's .ipynb download link points at _sources/, which tools/i18n.py build rewrote."""
+    name = "ch01_shapes"
+    page = built_html / "zh" / "book" / f"{name}.html"
+    [href] = re.findall(r'href="([^"]*_sources/[^"]*\.ipynb)"', page.read_text(encoding="utf-8"))
+    target = (page.parent / href).resolve()
+    assert target == (built_html / "zh" / "_sources" / "book" / f"{name}.ipynb").resolve()
+    assert json.loads(target.read_text(encoding="utf-8"))["metadata"]["language"] == "zh"
+
+
 # --- the checks themselves, on a fixture book --------------------------------------------------------------------
 
 FIXTURE_CHAPTERS = ["fx01_fixture", "fx02_broken"]

@@ -126,9 +126,15 @@ async function fullCheck(context, entry) {
     if (entry.kind === "poem") {
       const w = await renders(page);
       await page.click(".live-write");
-      await page.waitForFunction(() => document.querySelectorAll(".live-new-token").length >= 8, null, { timeout: 30000 })
-        .catch(() => problems.push("no tokens arrived from write"));
-      await waitRender(page, w, "writing", problems, 60000);
+      await waitRender(page, w, "writing", problems, 90000);
+      // sampling is unseeded: the model may end the poem (EOS) before max new tokens
+      const { written, stop, shown, max } = await page.evaluate(() => {
+        const { written, stop, asked } = document.querySelector(".live-panel").dataset;
+        return { written: Number(written), stop, max: Number(asked),
+          shown: document.querySelectorAll(".live-new-token").length };
+      });
+      if (!(written >= 1 && shown === written)) problems.push(`write showed ${shown} of ${written} tokens`);
+      if (stop !== "eos" && written !== max) problems.push(`write stopped after ${written} of ${max} tokens without EOS`);
       timings.poem = await page.textContent(".live-speed");
     } else {
       await typingChangesPicture(page, problems);

@@ -261,15 +261,18 @@ class Panel {
     const settings = this.settings();
     const ticket = (this.ticket = (this.ticket || 0) + 1);
     const t0 = performance.now();
-    let n = 0;
+    let n = 0, last = null;
     const choose = (logits, seen) => sampleIndex(nextTokenDistribution(logits, seen, settings).after, Math.random());
     try {
       for await (const id of generate(this.rt, this.model, ids, this.maxNew.value, choose)) {
         if (ticket !== this.ticket) return;
         n += 1;
+        last = id;
         line.append(el("span", { class: "live-new-token", text: decode(this.rt, [id]) }));
         speed.textContent = this.s.speed(n, Math.round(performance.now() - t0));
       }
+      Object.assign(this.root.dataset, { written: String(n), asked: String(this.maxNew.value) });
+      this.root.dataset.stop = last === this.model.info.eos ? "eos" : "length";
       this.root.dataset.renders = String(Number(this.root.dataset.renders || 0) + 1);
     } catch (err) {
       this.fail(err);
