@@ -400,9 +400,11 @@ def _number_mismatch(got, expected, atol, rtol, what):
     ratio = got / expected if expected else float("inf")
     yours = f"{what} ({_number(got)})"  # the reader's own value, never the package's
     if expected and abs(ratio - round(ratio)) < 1e-6 and round(ratio) > 1:
-        return f"{yours} is {round(ratio)}× too large: something is counted more than once"
+        n = round(ratio)
+        return f"{yours} is {n}× too large: look for a factor of {n} too many"
     if expected and got and abs(1 / ratio - round(1 / ratio)) < 1e-6 and round(1 / ratio) > 1:
-        return f"{yours} is {round(1 / ratio)}× too small: something is missing a factor"
+        n = round(1 / ratio)
+        return f"{yours} is {n}× too small: look for a missing factor of {n}"
     side = "large" if got > expected else "small"
     gap = abs(got - expected) / abs(expected) if expected else float("inf")
     if gap < 0.05:  # close: say how close, or "50" against "49.94" reads like a match
