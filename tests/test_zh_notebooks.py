@@ -3,8 +3,9 @@
 
 Fast tests: the block rewriting on small Markdown, and per chapter of _toc.yml (with the committed catalogues):
 every block translated, the blocks found are exactly the catalogue's messages (what Sphinx extracts), the
-Chinese Markdown parses into the same blocks, code cells, outputs and widget state unchanged, fold labels in
-Chinese, and the Chinese student edition with the English one's cells, grade ids and points. The slow test
+Chinese Markdown parses into the same blocks, code cells and outputs unchanged, only the
+widget strings of the metadata translated, fold labels in Chinese, and the Chinese
+student edition with the English one's cells, grade ids and points. The slow test
 executes one Chinese student notebook: only its `check` cells fail, as in English.
 """
 
@@ -22,6 +23,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tools"))
 import exercises  # noqa: E402
+import widget_i18n  # noqa: E402
 import zh_notebooks as zh  # noqa: E402
 from refresh_notebooks import KERNEL_ENV, toc_notebooks  # noqa: E402
 from student_edition import student_notebook, translations, write_student_edition  # noqa: E402
@@ -152,8 +154,28 @@ def test_the_blocks_are_the_catalogue_s_messages(chapter):
     assert catalogue - found - _captions() == set()
 
 
+def _leaves(value, path=()):
+    """(path, value) of every leaf of a JSON value; a list's items by index."""
+    if isinstance(value, (dict, list)):
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            yield from _leaves(item, (*path, key))
+    else:
+        yield path, value
+
+
+def _string_path(found) -> tuple:
+    """Where a widget string (widget_i18n.Found) sits in the notebook's metadata."""
+    key, _, index = found.field.partition("[")
+    path = ("widgets", widget_i18n.STATE_MIME, "state", found.model_id, "state", key)
+    return path + ((int(index[:-1]),) if index else ())
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=_ids)
-def test_only_the_markdown_changes(chapter):
+def test_only_the_markdown_and_the_widget_strings_change(chapter):
+    """Code cells and outputs are the English ones; the notebook's metadata differs from
+    the English only in `language` and in the widget strings widgets.po translates, each
+    of them replaced by its translation (an HTML caption inside its wrapper)."""
     english, chinese = nbformat.read(chapter, as_version=4), zh.translate_notebook(chapter)
     assert len(english.cells) == len(chinese.cells)
     for a, b in zip(english.cells, chinese.cells):
@@ -161,7 +183,17 @@ def test_only_the_markdown_changes(chapter):
         if a.cell_type == "code":
             assert a == b  # source, outputs, execution count
     assert chinese.metadata.pop("language") == "zh"
-    assert chinese.metadata == english.metadata  # widget state, kernel
+    before, after = dict(_leaves(english.metadata)), dict(_leaves(chinese.metadata))
+    assert before.keys() == after.keys()  # the same models, fields and options
+    catalogue = widget_i18n.messages()
+    found = widget_i18n.extract(widget_i18n.widget_state(english))
+    wanted = {_string_path(f): f for f in found
+              if catalogue.get(f.msgid, f.msgid) != f.msgid}
+    changed = {path for path in before if before[path] != after[path]}
+    assert changed == wanted.keys()
+    for path, f in wanted.items():
+        head, _, tail = widget_i18n.split(before[path], path[5])
+        assert after[path] == head + catalogue[f.msgid] + tail, path
     nbformat.validate(chinese)
 
 

@@ -1,14 +1,17 @@
 """The Chinese edition (中文版): Sphinx's gettext translation of the book's prose.
 
-Code, outputs and widgets are shared by both editions; only the prose (markdown cells, .md pages, toc
-captions) is translated, one catalogue per page in book/locales/zh_CN/LC_MESSAGES/book/*.po.
+Code and outputs are shared by both editions; the prose (markdown cells, .md pages,
+toc captions) is translated, one catalogue per page in
+book/locales/zh_CN/LC_MESSAGES/book/*.po, and the widgets' text (descriptions, slider
+readouts, captions) with one catalogue, LC_MESSAGES/widgets.po (tools/widget_i18n.py).
 
     python tools/i18n.py update   # after an English change: extract messages, merge them into the catalogues
                                   # (a changed paragraph becomes fuzzy and shows in English until re-translated)
     python tools/i18n.py status   # per catalogue: messages, translated, fuzzy, missing; then `check`.
                                   # Exit 1 unless every catalogue is complete and current (CI runs this)
     python tools/i18n.py check [PO ...]   # markup and terminology of the translations (see check_entry)
-    python tools/i18n.py build    # the Chinese edition into _build/html/zh (after the English one)
+    python tools/i18n.py build    # the Chinese edition into _build/html/zh (after the
+                                  # English one), widget state translated (widgets.po)
 
 The Chinese config is _config.yml with book/locales/zh_CN/_config.override.yml merged over it. Terms and
 their fixed translations: book/locales/zh_CN/terms.tsv (also the search dictionary for jieba).
@@ -39,6 +42,7 @@ OVERRIDE = LOCALE_DIR / LOCALE / "_config.override.yml"
 TERMS = LOCALE_DIR / LOCALE / "terms.tsv"
 ZH_BUILD = REPO / "_build" / "zh"  # the Chinese build's own folder (config, doctrees, html)
 HTML_OUT = REPO / "_build" / "html" / "zh"
+WIDGETS_PO = PO_DIR / "widgets.po"  # the widgets' strings (tools/widget_i18n.py)
 
 
 # --- configuration ------------------------------------------------------------------------------------------
@@ -87,6 +91,8 @@ def update() -> None:
         pot_dir = extract(Path(tmp))
         subprocess.run(["sphinx-intl", "update", "-p", str(pot_dir), "-d", str(LOCALE_DIR), "-l", LOCALE,
                         "--line-width", "-1"], check=True)
+    import widget_i18n  # widgets.po, merged from the notebooks' widget state
+    widget_i18n.update()
     print(f"catalogues updated in {PO_DIR.relative_to(REPO)}; now: python tools/i18n.py status")
 
 
@@ -206,6 +212,35 @@ def check_entry(msgid: str, msgstr: str) -> list[str]:
     return problems
 
 
+_TAGS = re.compile(r"<[^>]*>")
+_NUMBERS = re.compile(r"\d+(?:[.,]\d+)*")
+_ENTITIES = re.compile(r"&#?\w+;")  # &#x27; is a quote, not the number 27
+_CJK_CHARS = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
+
+
+def check_widget_entry(msgid: str, msgstr: str) -> list[str]:
+    """A widget string (widgets.po, issue #23): plain text or a caption's HTML, shown
+    as it is, so check_entry's Markdown checks (code, math, links, literal markup, one
+    paragraph) do not apply. The HTML tags, the numbers and the Chinese characters
+    quoted (金, ，) are copied exactly; no sentence is left in English (a label such as
+    `top-k = 5` may stay as it is)."""
+    problems = []
+    for name, pattern in (("HTML tags", _TAGS), ("numbers", _NUMBERS)):
+        a, b = (Counter(pattern.findall(_ENTITIES.sub("", text))) for text in (msgid, msgstr))
+        if a != b:
+            problems.append(f"{name} differ: missing {sorted((a - b).elements())}, "
+                            f"extra {sorted((b - a).elements())}")
+    lost = Counter(_CJK_CHARS.findall(msgid)) - Counter(_CJK_CHARS.findall(msgstr))
+    if lost:
+        problems.append(f"characters of the English missing: {sorted(lost.elements())}")
+    words = len(_ENGLISH_WORDS.findall(_TAGS.sub(" ", msgstr)))
+    if msgstr.strip() == msgid.strip() and words >= 2:
+        problems.append("left in English")
+    elif _CJK.search(msgstr) is None and words >= 2:
+        problems.append("no Chinese in the translation")
+    return problems
+
+
 _GLOSS = re.compile(r"（[^（）]*[A-Za-z][^（）]*）")  # （grouped-query attention，GQA）
 _CHAPTER_DASH = re.compile(r"^(第 \S+ 章) — ")
 
@@ -238,9 +273,11 @@ def heading_texts(po: Path) -> set[str]:
     return {m[1].strip() for text in texts for m in re.finditer(r"(?m)^#{1,6}\s+(.+)$", text)}
 
 
-def check_terms(entries: list[tuple[str, str]], terms: list[Term], headings=frozenset()) -> list[str]:
+def check_terms(entries: list[tuple[str, str]], terms: list[Term], headings=frozenset(),
+                first_use: bool = True) -> list[str]:
     """Fixed terms: an `always` term's Chinese appears wherever its English does; for `always` and `first`
     terms the first message (in page order) using the term gives the English in parentheses as well.
+    Not with `first_use=False` (widgets.po: no page; its strings sit by glossed prose).
     Headings (`headings`: their English) are not a first use: they carry no gloss (check_heading)."""
     problems = []
     for term in terms:
@@ -255,7 +292,7 @@ def check_terms(entries: list[tuple[str, str]], terms: list[Term], headings=froz
                 problems.append(f"{msgid[:60]!r}: {term.english!r} should be {term.chinese_forms[0]!r}")
             own = _without_longer_terms(msgstr, term, terms)
             used = term.in_chinese(own) or (term.rule == "first" and bool(term.english_re.search(markup(own).prose)))
-            if used and not first_seen:
+            if used and not first_seen and first_use:
                 first_seen = True
                 both = term.in_chinese(own) and _gives_english(own, term, terms)
                 if not both:
@@ -286,10 +323,26 @@ def catalogue_entries(po: Path) -> list:
     return [m for m in catalog if m.id]
 
 
+def check_widgets(po: Path, terms: list[Term]) -> list[str]:
+    """widgets.po: check_widget_entry, and the `always` terms (a label such as 温度
+    carries no English gloss, so the first-use rule is skipped; no headings either)."""
+    entries = [(m.id, m.string) for m in catalogue_entries(po)
+               if m.string and not m.fuzzy]
+    problems = [f"{msgid[:60]!r}: {p}" for msgid, msgstr in entries
+                for p in check_widget_entry(msgid, msgstr)]
+    return problems + check_terms(entries, terms, first_use=False)
+
+
 def check(paths: list[Path]) -> int:
     terms = read_terms()
     count = 0
     for po in paths:
+        if po == WIDGETS_PO:
+            problems = check_widgets(po, terms)
+            for p in problems:
+                print(f"{po.relative_to(REPO)}: {p}")
+            count += len(problems)
+            continue
         entries = [(m.id, m.string) for m in catalogue_entries(po) if m.string and not m.fuzzy]
         problems = [f"{msgid[:60]!r}: {p}" for msgid, msgstr in entries for p in check_entry(msgid, msgstr)]
         headings = heading_texts(po) if po.is_relative_to(PO_DIR / "book") else set()
@@ -305,6 +358,24 @@ def check(paths: list[Path]) -> int:
 
 
 # --- status -------------------------------------------------------------------------------------------------
+
+def widget_status() -> int:
+    """widgets.po's row of the status table, counted like a page: the strings of the
+    notebooks' widget state are its messages. Returns how many are not translated."""
+    import widget_i18n
+    from refresh_notebooks import toc_notebooks
+    wanted = set(widget_i18n.book_strings(toc_notebooks(REPO / "_toc.yml")))
+    catalogue = catalogue_entries(WIDGETS_PO) if WIDGETS_PO.exists() else []
+    have = {m.id: m for m in catalogue}
+    done = sum(1 for i in wanted if i in have and have[i].string and not have[i].fuzzy)
+    fuzzy = sum(1 for i in wanted if i in have and have[i].fuzzy)
+    empty = sum(1 for i in wanted if i in have and not have[i].string)
+    missing = len(wanted - have.keys())
+    stale = len(have.keys() - wanted)  # shown no more: `update` removes them
+    print(f"{'widgets':<28}{len(wanted):>9}{done:>7}{fuzzy:>7}{empty:>7}{missing:>12}"
+          + (f"  ({stale} no longer shown)" if stale else ""))
+    return len(wanted) - done
+
 
 def status() -> int:
     with tempfile.TemporaryDirectory() as tmp:
@@ -322,7 +393,9 @@ def status() -> int:
             missing = len(wanted - have.keys())
             bad += len(wanted) - done
             print(f"{str(name):<28}{len(wanted):>9}{done:>7}{fuzzy:>7}{empty:>7}{missing:>12}")
-        orphans = sorted(p for p in PO_DIR.rglob("*.po") if p.relative_to(PO_DIR).with_suffix("") not in pots)
+        bad += widget_status()
+        pages = {PO_DIR / name.with_suffix(".po") for name in pots} | {WIDGETS_PO}
+        orphans = sorted(set(PO_DIR.rglob("*.po")) - pages)
         for po in orphans:
             print(f"{po.relative_to(REPO)}: no such page any more (delete it)")
     if bad:
@@ -343,6 +416,11 @@ def build(extra: list[str]) -> None:
     shutil.copytree(ZH_BUILD / "_build" / "html", HTML_OUT)
     from zh_notebooks import write_sources  # each page's download button: its Chinese notebook
     write_sources(HTML_OUT)
+    import widget_i18n  # every page's embedded widget state, translated with widgets.po
+    for page, lost in widget_i18n.write_html(HTML_OUT).items():
+        if lost:
+            where = page.relative_to(REPO)
+            print(f"{where}: {len(lost)} widget string(s) in English: {lost[0]}")
     print(HTML_OUT / "index.html")
 
 

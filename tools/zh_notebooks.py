@@ -7,8 +7,10 @@ Sphinx translates the HTML paragraph by paragraph: a message (msgid) is the Mark
 heading, table cell or display-math block as MyST parses it (tools/i18n.py). This module finds the same blocks
 in each markdown cell, with MyST's own parser and the book's extensions, and replaces each one's source lines by
 its translation (msgstr), which keeps the code, math and links (`python tools/i18n.py check`). Fuzzy and empty
-messages count as untranslated, as they do in the HTML. Code cells, outputs and widget state stay as they are;
-the fold labels (<summary>Hint 1</summary>) are translated as book/_ext/editions.py translates them in the HTML.
+messages count as untranslated, as they do in the HTML. Code cells and outputs stay as
+they are; the widget state's strings (descriptions, readouts, captions) are translated
+with widgets.po (tools/widget_i18n.py), as in the Chinese HTML; the fold labels
+(<summary>Hint 1</summary>) as book/_ext/editions.py translates them in the HTML.
 
 `python tools/i18n.py build` writes these notebooks (and the .md pages, translated the same way) over the
 Chinese HTML's `_sources/` copies, so a Chinese page's download button gives the Chinese notebook; `tools/student_edition.py --lang zh` builds the Chinese
@@ -31,6 +33,9 @@ from babel.messages.pofile import read_po
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "book" / "_ext"))
 from editions import SUMMARY, fold_label_zh  # noqa: E402
+
+sys.path.insert(0, str(REPO / "tools"))
+import widget_i18n  # noqa: E402
 
 PO_BOOK = REPO / "book" / "locales" / "zh_CN" / "LC_MESSAGES" / "book"  # one catalogue per page (i18n.py)
 LANGUAGE = "zh"
@@ -194,22 +199,29 @@ def translate_source(source: str, translations: dict[str, str]) -> tuple[str, li
 
 # --- notebooks ----------------------------------------------------------------------------------------------
 
-def translate_cells(nb, translations: dict[str, str]):
-    """(a copy of `nb` with every markdown cell in Chinese and metadata `language: zh`, the blocks left
-    untranslated)."""
+def translate_cells(nb, translations: dict[str, str], widget_strings=None):
+    """(a copy of `nb` with every markdown cell in Chinese, its widget state translated
+    with `widget_strings` (default: widgets.po) and metadata `language: zh`, the blocks
+    left untranslated)."""
     nb = nbformat.from_dict(nb)  # deep copy
     untranslated = []
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             cell.source, missing = translate_source(cell.source, translations)
             untranslated += missing
+    state = widget_i18n.widget_state(nb)
+    if state:  # strings left in English: tests/test_widget_i18n.py names them
+        widgets = widget_i18n.messages() if widget_strings is None else widget_strings
+        nb.metadata.widgets[widget_i18n.STATE_MIME]["state"] = nbformat.from_dict(
+            widget_i18n.translate_state(state, widgets)[0])
     nb.metadata["language"] = LANGUAGE
     return nb, untranslated
 
 
 def translate_notebook(path: Path, po: Path | None = None):
     """The notebook at `path` with its Markdown in Chinese, from its page's catalogue (`po`: default
-    catalogue_path(path)). Code cells, outputs and widget state unchanged."""
+    catalogue_path(path)), and its widgets' strings in Chinese (widgets.po).
+    Code cells and outputs unchanged."""
     nb = nbformat.read(path, as_version=4)
     translated, _ = translate_cells(nb, messages(po or catalogue_path(path)))
     return translated

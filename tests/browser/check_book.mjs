@@ -7,6 +7,7 @@
 //   math: true/false; omitted = required when the page has Sphinx math (.math) in it
 //   twin: true = the page links to the same page in the other edition (p.edition-switch), and that page exists
 //   lang: "zh" = a page of the Chinese edition: no paragraph of its prose may be left in English
+//       and no English word in its widgets' descriptions, readouts, captions (LATIN_OK)
 //       "searches": [{"query": "残差流", "page": "zh/search.html", "expect": "zh/book/ch07_residual.html"}]
 //   the search page, given the query, must list the expected page among its results
 // Per page, discovered from the page itself (nothing is listed per chapter):
@@ -229,6 +230,32 @@ function englishProse() {
   return english;
 }
 
+// The widgets' own text as rendered: descriptions (labels), readouts, HTML captions,
+// buttons and dropdown options, without code font and <pre> (a poem the model wrote).
+function widgetTexts() {
+  const parts = ".widget-label, .widget-readout, .widget-html-content, button, option";
+  const texts = [];
+  for (const area of document.querySelectorAll(".widget-subarea")) {
+    for (const el of area.querySelectorAll(parts)) {
+      if (el.parentElement.closest(parts)) continue;
+      const clone = el.cloneNode(true);
+      clone.querySelectorAll("code, pre, style").forEach((c) => c.remove());
+      const text = clone.textContent.replace(/\s+/g, " ").trim();
+      if (text) texts.push(text);
+    }
+  }
+  return texts;
+}
+
+// Latin words that stay Latin in the Chinese widgets (terms.tsv keeps them): the
+// sampling settings as the code names them (top-k, top-p, top-1), the norm's eps and
+// RMS, SiLU, softmax, token (kept as is), MiniMind, and `is_causal=True`, the wrong
+// call ch04a's mask readout quotes. Single letters (T, k, q, d) are not words.
+const LATIN_OK = new Set(["top", "eps", "RMS", "SiLU", "softmax", "token", "MiniMind",
+  "is_causal", "True"]);
+const englishWords = (text) =>
+  (text.match(/[A-Za-z][A-Za-z_]+/g) || []).filter((word) => !LATIN_OK.has(word));
+
 // The link to the other edition's page: its href and language.
 function twinLink() {
   const a = document.querySelector("p.edition-switch a");
@@ -371,6 +398,15 @@ async function checkPage(context, entry) {
     if (entry.lang === "zh") {
       (await page.evaluate(englishProse)).forEach((text) =>
         problems.push(`prose left in English in the Chinese edition: ${JSON.stringify(text)}`));
+      // every readout the slider walk saw, and what the widgets show now (widgets.po)
+      const readouts = result.sliders.flatMap((s) => s.steps.map((st) => st.readout));
+      const shown = await page.evaluate(widgetTexts);
+      const texts = [...new Set([...readouts, ...shown])].filter(Boolean);
+      for (const text of texts) {
+        const words = englishWords(text);
+        if (words.length) problems.push("widget text in English in the Chinese " +
+          `edition: ${JSON.stringify(text.slice(0, 80))} (${words.join(", ")})`);
+      }
     }
     await page.waitForLoadState("networkidle", { timeout: 15000 }).catch(() => {});
     // back to the top with nothing focused, so sticky headers and the skip link stay put
