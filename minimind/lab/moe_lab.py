@@ -326,14 +326,20 @@ def shares_over_steps(rows: list[dict], variant: str):
 
 # --- drawing ------------------------------------------------------------------------------------------------
 
-def token_layout(texts: list[str], line_break_after=("。", "？", "！"), special_width=2):
-    """Grid cells for tokens drawn as text: [(row, column, width)], a new row after each line-ending token.
+def token_layout(texts: list[str], line_break_after=("。", "？", "！"),
+                 special_width=2, max_columns: int | None = None):
+    """Grid cells for tokens drawn as text: [(row, column, width)], a new row after each
+    line-ending token.
 
-    A token spans as many cells as it has characters; special tokens like <|im_end|> take `special_width`.
+    A token spans as many cells as it has characters; special tokens like <|im_end|>
+    take `special_width`. With `max_columns`, a token that would reach past it starts a
+    new row (a reader's line without a full stop, chapter 6's "try your own line").
     """
     cells, row, col = [], 0, 0
     for text in texts:
         width = special_width if text.startswith("<|") else max(1, len(text))
+        if max_columns and col and col + width > max_columns:
+            row, col = row + 1, 0
         cells.append((row, col, width))
         col += width
         if text in line_break_after or text.endswith(line_break_after):
@@ -341,37 +347,80 @@ def token_layout(texts: list[str], line_break_after=("。", "？", "！"), speci
     return cells
 
 
-def routing_figure(layer: int, shares, texts: list[str], experts: list[int], title_right: str = "", ymax=0.5):
-    """One frame of the routing widget: each expert's share of tokens (left) and a poem coloured by expert (right).
+def routing_figure(layer: int, shares, texts: list[str], experts: list[int],
+                   title_right: str = "", ymax=0.5, probs=None, title_left: str = "",
+                   max_columns: int | None = None):
+    """One frame of the routing widget: each expert's share of tokens (left) and a poem
+    coloured by expert (right); chapter 6's widget and its "try your own line" cell.
 
-    shares [E] for this layer; texts and experts give the poem's tokens and the expert each one went to.
+    shares [E] for this layer; texts and experts give the poem's tokens and the expert
+    each one went to; probs, optional [S]: the router's probability for the chosen
+    expert, written under each token; max_columns: boxes per row at most (and at least
+    that wide a grid, so that a short line keeps the box size).
     """
     import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch, Rectangle
-    num_experts = len(shares)
-    fig, (bars, poem) = plt.subplots(1, 2, figsize=(7.5, 3.0), gridspec_kw={"width_ratios": [1, 2.6]})
-    bars.bar(range(num_experts), [float(s) for s in shares], color=EXPERT_COLOURS[:num_experts])
-    even = bars.axhline(1 / num_experts, color="grey", lw=1, ls="--")
-    bars.legend([even], [f"even (1/{num_experts})"], fontsize=9, loc="upper left", frameon=False)
-    bars.set(ylim=(0, ymax), xticks=range(num_experts), xlabel="expert", ylabel="share of tokens",
-             title=f"layer {layer}: all tokens")
-    cells = token_layout(texts)
+    cells = token_layout(texts, max_columns=max_columns)
     n_rows = 1 + max(r for r, _, _ in cells)
-    n_cols = max(c + w for _, c, w in cells)
-    for text, expert, (r, c, w) in zip(texts, experts, cells):
-        colour = EXPERT_COLOURS[expert]
-        poem.add_patch(Rectangle((c + 0.05, n_rows - r - 0.95), w - 0.1, 0.9, color=colour))
-        label = {"<|im_start|>": "start", "<|im_end|>": "end"}.get(text, text)
-        ink = "black" if colour in LIGHT_COLOURS else "white"
-        poem.text(c + w / 2, n_rows - r - 0.5, label, ha="center", va="center", color=ink,
-                  fontsize=10 if text.startswith("<|") else 15)
-    poem.set(xlim=(0, n_cols), ylim=(0, n_rows), title=title_right or f"one poem, layer {layer}")
+    fig, (bars, poem) = plt.subplots(1, 2, figsize=(7.5, max(3.0, 0.6 * n_rows + 1.4)),
+                                     gridspec_kw={"width_ratios": [1, 3.1]})
+    _share_bars(bars, shares, ymax, title_left or f"layer {layer}: all tokens")
+    height = _draw_tokens(poem, cells, texts, experts, len(shares), probs)
+    columns = max([c + w for _, c, w in cells] + [max_columns or 0])
+    poem.set(xlim=(0, columns), ylim=(0, height),
+             title=title_right or f"one poem, layer {layer}")
     poem.set_aspect("equal")
     poem.axis("off")
-    poem.legend(handles=[Patch(color=EXPERT_COLOURS[e], label=f"expert {e}") for e in range(num_experts)],
-                loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=num_experts, fontsize=9, frameon=False)
     fig.tight_layout()
     return fig
+
+
+def _share_bars(ax, shares, ymax, title):
+    """Each expert's share of the tokens, in its colour, with the even share dashed."""
+    num_experts = len(shares)
+    ax.bar(range(num_experts), [float(s) for s in shares],
+           color=EXPERT_COLOURS[:num_experts])
+    even = ax.axhline(1 / num_experts, color="grey", lw=1, ls="--")
+    ax.legend([even], [f"even (1/{num_experts})"], fontsize=9, loc="upper left",
+              frameon=False)
+    ax.set(ylim=(0, ymax), xticks=range(num_experts), xlabel="expert",
+           ylabel="share of tokens", title=title)
+
+
+def _draw_tokens(ax, cells, texts, experts, num_experts, probs=None) -> float:
+    """One box per token, coloured by its expert, a legend of the experts under them,
+    and under each token's text the chosen expert's probability if `probs` is given
+    (the rows are then taller). Returns the height drawn, in box widths."""
+    from matplotlib.patches import Patch, Rectangle
+    n_rows = 1 + max(r for r, _, _ in cells)
+    row = 1.0 if probs is None else 1.45  # in box widths: room for the probability
+    for t, (text, expert, (r, c, w)) in enumerate(zip(texts, experts, cells)):
+        colour, bottom = EXPERT_COLOURS[expert], (n_rows - r - 1) * row
+        ax.add_patch(Rectangle((c + 0.05, bottom + 0.05), w - 0.1, row - 0.1,
+                               color=colour))
+        label = {"<|im_start|>": "start", "<|im_end|>": "end"}.get(text, text)
+        ink = "black" if colour in LIGHT_COLOURS else "white"
+        size = 10 if text.startswith("<|") else 15 if probs is None else 14
+        y = bottom + (0.5 if probs is None else 0.92)
+        ax.text(c + w / 2, y, label, ha="center", va="center", color=ink, fontsize=size)
+        if probs is not None:
+            ax.text(c + w / 2, bottom + 0.32, f"{float(probs[t]):.2f}", ha="center",
+                    va="center", color=ink, fontsize=9)
+    ax.legend(handles=[Patch(color=EXPERT_COLOURS[e], label=f"expert {e}")
+                       for e in range(num_experts)],
+              loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=num_experts,
+              fontsize=9, frameon=False)
+    return n_rows * row
+
+
+@torch.no_grad()
+def line_routing(model, input_ids) -> tuple[list[list[int]], torch.Tensor]:
+    """The routing of one line [1, S] (chapter 6's widget and "try your own line"): per
+    layer, the expert each token is sent to (top-1) [layers][S], and the router's
+    probabilities [layers, S, E]."""
+    out = model(input_ids, output_router_logits=True)
+    # per layer: (probabilities [S, E], chosen experts [S, 1])
+    picks = [router_choices(logits, 1) for logits in out.router_logits]
+    return [c[:, 0].tolist() for _, c in picks], torch.stack([p for p, _ in picks])
 
 
 def moving_average(values: torch.Tensor, window: int) -> torch.Tensor:

@@ -1,4 +1,4 @@
-""""Try your own line" in Jupyter (intro, chapter 1, chapter 4a).
+""""Try your own line" in Jupyter (intro, chapters 1, 4a, 6 and 7).
 
 A text box and the chapter's controls recompute the chapter's picture with the Python
 model. The HTML book's live panels (book/_ext/live_panels.py) do the same in the
@@ -18,7 +18,9 @@ KNOWN_TEXTS = {  # a few texts the chapters use, by their titles
     "床前明月光，疑是地上霜。举头望明月，低头思故乡。": "静夜思",
     "春眠不觉晓，处处闻啼鸟。夜来风雨声，花落知多少。": "春晓",
     "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。": "登鹳雀楼",
+    "终南阴岭秀，积雪浮云端。林表明霁色，城中增暮寒。": "终南望余雪",
 }
+LINE_MARKS = "，。？！；"  # a line of verse ends before one of these
 
 
 def text_name(text: str, width: int = 6) -> str:
@@ -178,3 +180,73 @@ def head_picture(model, tokenizer, text: str, layer: int = 1, head: int = 0) -> 
     title += f"\n({note})" if note else ""
     size = max(4.9, 0.16 * len(ids) + 2.5)
     return heatmap_frames([probs], tokens, [title], figsize=(size + 0.4, size))[0]
+
+
+@torch.no_grad()
+def routing_picture(model, tokenizer, text: str, layer: int = 0) -> bytes:
+    """Chapter 6's picture for any line: the poetry-moe expert each token goes to in one
+    layer (the chapter's colours), the router's probability for it under the token, and
+    each expert's share of the line's tokens (left)."""
+    import math
+
+    import matplotlib.pyplot as plt
+
+    from .moe_lab import line_routing, routing_figure
+    from .probes import router_load
+    from .viz import figure_png
+    if not text.strip():
+        raise ValueError("the box is empty: type a line")
+    ids, note = encode_line(tokenizer, text, 48)  # 48 boxes, 14 to a row, still read
+    x = torch.tensor([ids], device=next(model.parameters()).device)  # [1, S]
+    experts, probs = line_routing(model, x)  # [layers][S], [layers, S, E]
+    chosen = torch.tensor(experts[layer])  # [S]
+    shares = router_load(chosen.view(-1, 1), probs.shape[-1])  # [E]
+    winning = probs[layer].gather(-1, chosen.view(-1, 1).to(probs.device))[:, 0]  # [S]
+    texts = [tokenizer.decode([i]) for i in ids]
+    texts = [t if t.isprintable() and "\ufffd" not in t else "?" for t in texts]
+    title = f"{text_name(text)}, layer {layer}" + (f"\n({note})" if note else "")
+    fig = routing_figure(layer, shares, texts, experts[layer], title_right=title,
+                         ymax=max(0.4, math.ceil(10 * shares.max().item()) / 10 + 0.1),
+                         probs=winning.tolist(), max_columns=14,
+                         title_left=f"layer {layer}: the line's {len(ids)} tokens")
+    png = figure_png(fig, dpi=90)
+    plt.close(fig)
+    return png
+
+
+EVERY_POINT = "top guess, every block"
+
+
+@torch.no_grad()
+def lens_picture(model, tokenizer, text: str, read: str = EVERY_POINT) -> bytes:
+    """Chapter 7's picture for any line: the logit lens's top guess after each block
+    (`read` = EVERY_POINT) or the three likeliest at one point ('embedding', 'after
+    block 0', ...), red frames where a line of the text ends."""
+    import matplotlib.pyplot as plt
+
+    from .probes import record_residual_stream
+    from .residual_lab import (lens_figure, lens_labels, lens_top, logit_lens,
+                               token_text)
+    from .viz import figure_png
+    ids, note = encode_line(tokenizer, text, 25)  # 24 columns in a 7.5-inch grid
+    if len(ids) < 2:
+        raise ValueError("the box is empty: type a line")
+    points = lens_labels(model.config.num_hidden_layers)
+    if read not in [EVERY_POINT] + points:
+        raise ValueError(f"no point {read!r}")
+    x = torch.tensor([ids], device=next(model.parameters()).device)  # [1, S]
+    with record_residual_stream(model) as stream:
+        model(x)
+    probs, top = lens_top(logit_lens(model, stream)[:, 0])  # [points, S - 1, 3] each
+    guesses = [[[token_text(tokenizer, i) for i in at] for at in point]
+               for point in top.tolist()]
+    inputs = [token_text(tokenizer, i) for i in ids]
+    actual = inputs[2:] + [""]  # what comes next in the line; unknown after its end
+    ends = [j for j, a in enumerate(actual) if a and a in LINE_MARKS]
+    name = text_name(text) + (f" ({note})" if note else "")
+    point = None if read == EVERY_POINT else points.index(read)
+    fig = lens_figure(name, probs, guesses, points, inputs[1:], actual=actual,
+                      highlight=ends, point=point)
+    png = figure_png(fig, dpi=90)
+    plt.close(fig)
+    return png

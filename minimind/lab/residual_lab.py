@@ -339,6 +339,44 @@ def logit_lens(model, stream) -> torch.Tensor:
     return torch.stack([read_stream(model, h) for h in points])
 
 
+
+def token_text(tokenizer, token_id: int) -> str:
+    """A token as chapter 7's lens grid writes it: BOS / EOS for the wrappers, ␣ for a
+    whitespace token, "?" for a piece of a character or a control code."""
+    wrappers = {tokenizer.bos_token_id: "BOS", tokenizer.eos_token_id: "EOS"}
+    if token_id in wrappers:
+        return wrappers[token_id]
+    piece = tokenizer.decode([token_id])
+    if not piece.strip():
+        return "␣"
+    return piece if piece.isprintable() and "\ufffd" not in piece else "?"
+
+
+def lens_top(lens, k: int = 3) -> tuple[torch.Tensor, torch.Tensor]:
+    """The k likeliest next tokens at every lens point and position after the begin
+    token: (probabilities, ids), each [points, S - 1, k], from `logit_lens(...)[:, 0]`
+    [points, S, vocab] (chapter 7's figure and slider)."""
+    return lens[:, 1:].softmax(-1).topk(k, dim=-1)
+
+
+def lens_figure(name: str, probs, guesses, points, labels, actual=None, highlight=(),
+                point: int | None = None):
+    """Chapter 7's logit-lens picture of one line, titled with its `name`: the top
+    guess at every point (rows: the points) or, with `point`, the three likeliest there.
+
+    `probs` [points, S, 3] and `guesses` (points x S x 3 strings) from `lens_top`;
+    `labels`: the input tokens; `actual`, `highlight` as in `guess_grid_figure`."""
+    if point is None:
+        return guess_grid_figure(
+            probs[..., 0], [[g[0] for g in row] for row in guesses], points, labels,
+            f"{name}: the logit lens's top guess after each block",
+            actual=actual, highlight=highlight)
+    return guess_grid_figure(
+        probs[point].T, [list(row) for row in zip(*guesses[point])],
+        ["guess 1", "guess 2", "guess 3"], labels,
+        f"{name}, read {points[point]}: the three likeliest next tokens",
+        actual=actual, highlight=highlight)
+
 @torch.no_grad()
 def line_end_readings(model, stream, input_ids, characters_read, marks, line_length: int = 5) -> dict:
     """How the stream at each lens point predicts the end of a line, over every position of `input_ids` [B, S].

@@ -139,6 +139,41 @@ def test_routing_figure_draws_one_box_per_token():
     assert bars.get_title().startswith("layer 2")
     assert [t.get_text() for t in poem.get_legend().get_texts()] == [f"expert {e}" for e in range(4)]
     assert bars.get_ylim()[1] == 0.5  # exact: the ymax passed, stored as given
+    assert len(poem.texts) == len(texts)  # no probabilities asked for
+
+
+@pytest.mark.filterwarnings("ignore:Glyph")
+def test_routing_figure_writes_the_probabilities_and_keeps_a_short_line_wide():
+    import matplotlib
+    matplotlib.use("Agg")
+    texts, experts = ["<|im_start|>", "明月", "光"], [3, 0, 1]
+    fig = moe_lab.routing_figure(0, torch.tensor([0.3, 0.3, 0.0, 0.3]), texts, experts,
+                                 probs=[0.29, 0.3, 0.512], max_columns=14,
+                                 title_left="layer 0: the line's 3 tokens")
+    bars, poem = fig.axes
+    drawn = [t.get_text() for t in poem.texts]
+    assert drawn == ["start", "0.29", "明月", "0.30", "光", "0.51"]
+    assert poem.get_xlim() == (0, 14)  # a short line keeps the 14-box grid
+    assert bars.get_title() == "layer 0: the line's 3 tokens"
+
+
+def test_token_layout_wraps_a_line_without_full_stops():
+    cells = moe_lab.token_layout(["<|im_start|>"] + ["月"] * 20, max_columns=14)
+    # 2 + 12 columns, then a new row
+    assert cells[12] == (0, 13, 1) and cells[13] == (1, 0, 1)
+    assert moe_lab.token_layout(["明月"] * 8)[-1] == (0, 14, 2)  # no limit: one row
+
+
+def test_line_routing_is_the_routers_choice_per_layer():
+    model = tiny_model(use_moe=True)
+    ids = random_ids(1, 7)
+    experts, probs = moe_lab.line_routing(model, ids)
+    with torch.no_grad():
+        logits = model(ids, output_router_logits=True).router_logits
+    assert probs.shape == (2, 7, 4) and len(experts) == 2
+    for layer, r in enumerate(logits):
+        p, chosen = router_choices(r, 1)
+        assert experts[layer] == chosen[:, 0].tolist() and torch.equal(probs[layer], p)
 
 
 def test_moving_average():

@@ -1,9 +1,10 @@
-"""minimind.lab.own_line: the "try your own line" cells of intro, chapter 1 and chapter 4a."""
+"""minimind.lab.own_line: the "try your own line" cells of intro and chapters 1, 4a, 6, 7."""
 import pytest
 import torch
 
 import minimind
-from minimind.lab import attention_lab, own_line
+from minimind.lab import attention_lab, moe_lab, own_line, residual_lab
+from minimind.lab.probes import router_choices
 
 
 @pytest.fixture(scope="module")
@@ -69,3 +70,76 @@ def test_the_widget_redraws_on_a_new_line_and_shows_text_as_text():
     text_area.value, n.value = "月", 2
     assert calls == [("床", 1), ("月", 1), ("月", 2)]
     assert box._repr_mimebundle_()["text/plain"] == "<b>床</b> 1"
+
+
+@pytest.fixture(scope="module")
+def poetry_moe():
+    model = minimind.load_pretrained("poetry-moe").eval()
+    return model, minimind.load_tokenizer("poetry-moe")
+
+
+def spy_on(monkeypatch, module, name):
+    """Replace module.name by a recorder of its arguments that draws an empty figure."""
+    import matplotlib.pyplot as plt
+    seen = {}
+
+    def spy(*args, **kwargs):
+        seen.update(args=args, **kwargs)
+        return plt.figure(figsize=(1, 1))
+
+    monkeypatch.setattr(module, name, spy)
+    return seen
+
+
+def test_the_routing_picture_is_the_models_routing_titled_by_its_line(poetry_moe,
+                                                                      monkeypatch):
+    model, tok = poetry_moe
+    seen = spy_on(monkeypatch, moe_lab, "routing_figure")
+    assert own_line.routing_picture(model, tok, "春眠不觉晓，", 2).startswith(b"\x89PNG")
+    layer, shares, texts, experts = seen["args"]
+    assert layer == 2 and seen["title_right"] == "「春眠不觉晓，」, layer 2"
+    ids = [tok.bos_token_id] + tok.encode("春眠不觉晓，", add_special_tokens=False)
+    assert texts[0] == "<|im_start|>" and len(texts) == len(ids)
+    with torch.no_grad():
+        logits = model(torch.tensor([ids]), output_router_logits=True).router_logits[2]
+    probs, chosen = router_choices(logits, 1)  # [S, E], [S, 1]
+    assert experts == chosen[:, 0].tolist()
+    # exact: the same float32 softmax, gathered at the same expert
+    assert seen["probs"] == probs.gather(-1, chosen)[:, 0].tolist()
+    counts = torch.bincount(chosen[:, 0], minlength=4).float() / len(ids)
+    assert torch.equal(shares, counts) and seen["ymax"] >= shares.max().item()
+    with pytest.raises(ValueError, match="empty"):
+        own_line.routing_picture(model, tok, " ")
+
+
+def test_a_long_line_is_routed_in_rows_with_a_note(poetry_moe, monkeypatch):
+    model, tok = poetry_moe
+    seen = spy_on(monkeypatch, moe_lab, "routing_figure")
+    own_line.routing_picture(model, tok, "月" * 50, 0)
+    assert len(seen["args"][2]) == 48
+    assert "51 tokens: only the first 48" in seen["title_right"]
+    assert seen["max_columns"] == 14
+
+
+def test_the_lens_picture_reads_the_models_stream_titled_by_its_line(poetry,
+                                                                     monkeypatch):
+    model, tok = poetry
+    seen = spy_on(monkeypatch, residual_lab, "lens_figure")
+    line = "春眠不觉晓，处处"
+    own_line.lens_picture(model, tok, line)
+    name, probs, guesses, points, labels = seen["args"]
+    assert name == "「春眠不觉晓，…」" and seen["point"] is None
+    assert points == residual_lab.lens_labels(model.config.num_hidden_layers)
+    ids = [tok.bos_token_id] + tok.encode(line, add_special_tokens=False)
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0, 1:]  # [S - 1, vocab]: after BOS
+    # the last point is the model's own output: 1e-5 covers the separate softmax
+    assert torch.allclose(probs[-1, :, 0], logits.softmax(-1).amax(-1), atol=1e-5)
+    assert labels == [tok.decode([i]) for i in ids[1:]] and seen["actual"][-1] == ""
+    assert seen["highlight"] == [labels.index("晓")]  # the next token is the comma
+    own_line.lens_picture(model, tok, line, "after block 1")
+    assert seen["point"] == 2
+    with pytest.raises(ValueError, match="empty"):
+        own_line.lens_picture(model, tok, "")
+    with pytest.raises(ValueError, match="no point"):
+        own_line.lens_picture(model, tok, line, "after block 9")

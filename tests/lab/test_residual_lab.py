@@ -350,3 +350,41 @@ def test_long_guesses_are_drawn_short_and_spelled_out():
     fig = residual_lab.guess_grid_figure(torch.ones(1, 2) / 2, [["<think>", "a"]], ["row"], ["x", "y"], "t")
     assert "‹t› = <think>" in [t.get_text() for t in fig.texts]
     plt.close(fig)
+
+
+class _Tokenizer:
+    bos_token_id, eos_token_id = 1, 2
+    pieces = {3: " ", 4: "\ufffd", 5: "月", 6: "\x07"}
+
+    def decode(self, ids):
+        return self.pieces[ids[0]]
+
+
+def test_token_text_names_the_wrappers_and_marks_what_cannot_be_drawn():
+    tok = _Tokenizer()
+    drawn = [residual_lab.token_text(tok, i) for i in range(1, 7)]
+    assert drawn == ["BOS", "EOS", "␣", "?", "月", "?"]
+
+
+def test_lens_top_drops_the_begin_token_and_sorts_the_guesses():
+    lens = torch.randn(3, 5, 10)  # [points, S, vocab]
+    probs, ids = residual_lab.lens_top(lens)
+    assert probs.shape == ids.shape == (3, 4, 3)
+    assert torch.equal(ids[..., 0], lens[:, 1:].argmax(-1))
+    assert (probs[..., :-1] >= probs[..., 1:]).all()
+
+
+def test_lens_figure_titles_by_the_line_and_draws_one_point_or_every_point():
+    import matplotlib.pyplot as plt
+    probs = torch.tensor([[[0.5, 0.3, 0.1], [0.9, 0.05, 0.01]]] * 2)  # [2 points, 2, 3]
+    guesses = [[["a", "b", "c"], ["d", "e", "f"]]] * 2
+    points = ["embedding", "after block 0"]
+    every = residual_lab.lens_figure("「月」", probs, guesses, points, ["x", "y"])
+    title = every.axes[0].get_title()
+    assert title == "「月」: the logit lens's top guess after each block"
+    assert [t.get_text() for t in every.axes[0].texts] == ["a", "d", "a", "d"]
+    one = residual_lab.lens_figure("「月」", probs, guesses, points, ["x", "y"], point=1)
+    title = one.axes[0].get_title()
+    assert title == "「月」, read after block 0: the three likeliest next tokens"
+    assert sorted(t.get_text() for t in one.axes[0].texts) == list("abcdef")
+    plt.close("all")
