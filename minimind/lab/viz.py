@@ -31,23 +31,32 @@ def palette_png(png: bytes, colors: int = 32) -> bytes:
 
 READOUT_CSS = ("<style>.mm-player .widget-inline-hbox .widget-readout,"  # the slider's label: never cut
                ".mm-player .jupyter-widget-inline-hbox .jupyter-widget-readout"
-               "{max-width:none;width:auto;min-width:4em;overflow:visible;white-space:nowrap}</style>")
+               "{max-width:none;width:auto;min-width:4em;overflow:visible;white-space:nowrap}"
+               # a picture drawn per edition: the page's language picks it (the Chinese
+               # build writes <html lang="zh-CN">; Jupyter shows the English one)
+               ".mm-zh{display:none}html[lang^=zh] .mm-en{display:none!important}"
+               "html[lang^=zh] .mm-zh{display:flex!important}"
+               "html[lang^=zh] img.mm-zh{display:block!important}</style>")
 
 
 def frame_player(frames: list[bytes], labels, description="", caption=None, start=0, on_change=None,
-                 width=None):
+                 width=None, zh_frames=None):
     """A slider jslinked to a Stack of PNG frames: interactive in Jupyter and in the static HTML book.
 
     `labels` are the real quantities the frames show (positions, temperatures, "layer 2, head 5");
     the slider reads them, never a frame number, in a readout as wide as the longest. `caption` is
     one line under the picture saying what to watch for. `on_change(index)` (optional) runs only in
     a live kernel, e.g. to print a recomputed value. Where no widget can be shown (a notebook not
-    yet run or not trusted), Jupyter shows the start frame instead.
+    yet run or not trusted), Jupyter shows the start frame instead. `zh_frames` (optional): the
+    same frames drawn for the Chinese edition (no English glosses, Chinese titles), shown on its
+    pages instead (issue #23).
     """
     import ipywidgets as widgets
     if len(labels) != len(frames):
         raise ValueError(f"{len(frames)} frames but {len(labels)} labels: give one label per frame")
     layout = widgets.Layout(width=width) if width else widgets.Layout()
+    if zh_frames is not None and len(zh_frames) != len(frames):
+        raise ValueError(f"{len(frames)} frames but {len(zh_frames)} Chinese frames: draw each twice")
     images = [widgets.Image(value=png, format="png", layout=layout) for png in frames]
     stack = widgets.Stack(images, selected_index=start)
     slider = widgets.SelectionSlider(options=[(str(label), i) for i, label in enumerate(labels)],
@@ -55,15 +64,40 @@ def frame_player(frames: list[bytes], labels, description="", caption=None, star
                                      style={"description_width": "initial"},
                                      layout=widgets.Layout(width="95%"))
     link = widgets.jslink((slider, "index"), (stack, "selected_index"))
+    stacks = [stack]
+    if zh_frames is not None:
+        zh_stack = widgets.Stack([widgets.Image(value=png, format="png", layout=layout)
+                                  for png in zh_frames], selected_index=start)
+        stack.add_class("mm-en"), zh_stack.add_class("mm-zh")
+        zh_link = widgets.jslink((slider, "index"), (zh_stack, "selected_index"))
+        stacks.append(zh_stack)
     if on_change is not None:
         slider.observe(lambda change: on_change(change["new"]), names="index")
     note = caption or ""
-    children = [slider, stack, widgets.HTML(READOUT_CSS + (
-        f'<div class="widget-caption" style="font-size:0.9em;color:#444">{note}</div>' if note else ""))]
+    children = [slider, *stacks, widgets.HTML(READOUT_CSS + (
+        f'<div class="widget-caption" style="font-size:0.9em;color:#444">{note}</div>' if note
+        else "<div></div>"))]
     player = _player_class()(children, fallback=frames[start], summary=f"{description} {labels[start]}")
     player.add_class("mm-player")
     player.link = link  # keep a handle: the front end runs it, tests inspect it
+    if zh_frames is not None:
+        player.zh_link = zh_link
     return player
+
+
+def edition_figure(png: bytes, zh_png: bytes, width=None):
+    """One figure drawn twice: `png` for the English pages (and Jupyter), `zh_png` for the
+    Chinese edition's (no English glosses of characters, Chinese titles; issue #23). A
+    widget, so that the page's language picks the picture in the static HTML book too."""
+    import ipywidgets as widgets
+    layout = widgets.Layout(width=width) if width else widgets.Layout()
+    english = widgets.Image(value=png, format="png", layout=layout)
+    chinese = widgets.Image(value=zh_png, format="png", layout=layout)
+    english.add_class("mm-en"), chinese.add_class("mm-zh")
+    box = _player_class()([english, chinese, widgets.HTML(READOUT_CSS + "<div></div>")],
+                          fallback=png, summary="", text="[a figure, drawn for each edition]")
+    box.add_class("mm-player")
+    return box
 
 
 def _player_class():
@@ -73,15 +107,16 @@ def _player_class():
     import ipywidgets as widgets
 
     class FramePlayer(widgets.VBox):
-        def __init__(self, children, fallback: bytes, summary: str):
+        def __init__(self, children, fallback: bytes, summary: str, text: str = ""):
             super().__init__(children)
-            self._fallback, self._summary = fallback, summary.strip()
+            self._fallback = fallback
+            self._text = text or (f"[interactive figure at {summary.strip()}: run the cell to "
+                                  "move its slider]")
 
         def _repr_mimebundle_(self, **kwargs):
             bundle = super()._repr_mimebundle_(**kwargs)
             bundle["image/png"] = base64.b64encode(self._fallback).decode("ascii")
-            bundle["text/plain"] = (f"[interactive figure at {self._summary}: run the cell to move "
-                                    "its slider]")
+            bundle["text/plain"] = self._text
             return bundle
 
     return FramePlayer

@@ -106,6 +106,18 @@ function markLinkedElements([sliderId, stackId, tag]) {
   return { slider: !!found.slider, stack: !!found.stack };
 }
 
+const stackHidden = (tag) => document.querySelector(`[data-check-stack="${tag}"]`).offsetParent === null;
+
+// Pictures drawn per edition (.mm-en / .mm-zh, minimind.lab.viz): only this edition's are shown.
+function editionPictures(lang) {
+  return [...document.querySelectorAll(".mm-en, .mm-zh")].flatMap((el) => {
+    const mine = el.classList.contains(lang === "zh" ? "mm-zh" : "mm-en");
+    const shown = el.offsetParent !== null && el.getBoundingClientRect().height > 0;
+    return mine === shown ? [] : [`a picture for the ${mine ? "page's" : "other"} edition is ` +
+      `${shown ? "shown" : "hidden"} (${el.className})`];
+  });
+}
+
 // Which Stack child is on screen: compare the visible <img> bytes with the children's PNG buffers.
 async function displayedChild([stackId, tag]) {
   const state = JSON.parse(document.querySelector(
@@ -330,6 +342,7 @@ async function checkPage(context, entry) {
     info.unlinked.forEach((s) => problems.push(
       `a Stack of ${s.frames} frames is not jslinked to any slider: the reader only ever sees its first frame`));
     result.links = info.links.map(({ model, attr, frames, labels }) => ({ model, attr, frames, labels }));
+    const hiddenStacks = [], walkedSliders = new Set();
     for (const [n, link] of info.links.entries()) {
       const tag = `l${n}`;
       const marked = await page.evaluate(markLinkedElements, [link.slider, link.stack, tag]);
@@ -337,6 +350,9 @@ async function checkPage(context, entry) {
         problems.push(`slider->stack link ${n}: slider or stack not displayed`);
         continue;
       }
+      // frames drawn per edition (viz.frame_player zh_frames): the other edition's Stack is hidden
+      if (await page.evaluate(stackHidden, tag)) { hiddenStacks.push(link.slider); continue; }
+      walkedSliders.add(link.slider);
       const handle = page.locator(`[data-check-slider="${tag}"] .noUi-handle`).first();
       const expectedReadout = (index) => (link.labels ? String(link.labels[index]) : String(index));
       const readValue = async () => Number(await handle.getAttribute("aria-valuenow"));
@@ -385,6 +401,10 @@ async function checkPage(context, entry) {
         .screenshot({ path: closeUp }).catch((err) => problems.push(`widget screenshot failed: ${err.message}`));
       result.sliders.push({ link: n, min, max, steps, screenshot: closeUp });
     }
+    hiddenStacks.filter((slider) => !walkedSliders.has(slider)).forEach((slider) =>
+      problems.push(`slider ${slider}: every Stack it moves is hidden on this page`));
+    (await page.evaluate(editionPictures, entry.lang === "zh" ? "zh" : "en"))
+      .forEach((p) => problems.push(p));
     (await page.evaluate(clippedContent)).forEach((p) => problems.push(p));
     if (entry.twin) {
       const twin = await page.evaluate(twinLink);

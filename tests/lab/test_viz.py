@@ -28,6 +28,35 @@ def test_frame_player_links_slider_and_stack():
         raise AssertionError("a label per frame is required")
 
 
+def test_a_player_drawn_per_edition_links_both_stacks():
+    """zh_frames: a second Stack, classed for the Chinese pages, moved by the same slider."""
+    from minimind.lab.viz import READOUT_CSS, frame_player
+    box = frame_player([b"a", b"b"], ["1", "2"], caption="c", zh_frames=[b"x", b"y"], start=1)
+    slider, english, chinese, caption = box.children
+    assert english._dom_classes == ("mm-en",) and chinese._dom_classes == ("mm-zh",)
+    assert [c.value for c in chinese.children] == [b"x", b"y"] and chinese.selected_index == 1
+    assert box.zh_link.source == (slider, "index")
+    assert box.zh_link.target == (chinese, "selected_index")
+    assert "html[lang^=zh] .mm-en{display:none!important}" in READOUT_CSS
+    try:
+        frame_player([b"a", b"b"], ["1", "2"], zh_frames=[b"x"])
+    except ValueError as error:
+        assert "2 frames but 1 Chinese frames" in str(error)
+    else:
+        raise AssertionError("a Chinese frame per frame is required")
+
+
+def test_a_figure_drawn_per_edition():
+    from minimind.lab.viz import edition_figure
+    box = edition_figure(b"en", b"zh")
+    english, chinese, style = box.children
+    assert (english.value, english._dom_classes) == (b"en", ("mm-en",))
+    assert (chinese.value, chinese._dom_classes) == (b"zh", ("mm-zh",))
+    bundle = box._repr_mimebundle_()
+    assert bundle["text/plain"] == "[a figure, drawn for each edition]"
+    assert bundle["image/png"] == "ZW4="  # the English picture where widgets cannot show
+
+
 def test_forward_stages_and_rope_angles():
     from minimind.lab.viz import forward_stages, rope_pair_angles
     model = tiny_model()
