@@ -326,6 +326,37 @@ def shares_over_steps(rows: list[dict], variant: str):
 
 # --- drawing ------------------------------------------------------------------------------------------------
 
+# The Chinese edition's figures (issue #23): every English title, axis title and legend
+# string of a figure drawn for both editions, with its Chinese (terms.tsv, ch06's .po).
+ZH = {"layer {layer}: all tokens": "第 {layer} 层：全部 token",
+      "one poem, layer {layer}": "一首诗，第 {layer} 层",
+      "{name}, layer {layer}": "{name}，第 {layer} 层",
+      "even (1/{n})": "均匀（1/{n}）", "expert": "专家", "expert {e}": "专家 {e}",
+      "share of tokens": "token 占比", "start": "开始", "end": "结束",
+      "layer {layer}": "第 {layer} 层",
+      "share of the token's occurrences": "该 token 各次出现中的占比",
+      "poetry-moe, validation sample: where each token goes":
+          "poetry-moe，验证样本：每个 token 去往哪里"}
+SPECIAL_NAMES = {"<|im_start|>": "start", "<|im_end|>": "end"}  # the poem's wrappers
+GLOSSES = {"，": "comma", "。": "full stop", "人": "person", "有": "have", "花": "flower",
+           "客": "traveller", "春": "spring", "长": "long"}  # English edition only
+
+
+def say(text: str, zh: bool = False, **fields) -> str:
+    """`text` (an English template in ZH) in the edition's language, fields filled."""
+    return (ZH[text] if zh else text).format(**fields)
+
+
+def token_label(text: str, zh: bool = False) -> str:
+    """A token as the figures write it: the wrappers by name, the other tokens as they
+    are, in the English edition with their gloss ('人 (person)', '，(comma)')."""
+    if text in SPECIAL_NAMES:
+        return say(SPECIAL_NAMES[text], zh)
+    if zh or text not in GLOSSES:
+        return text
+    return f"{text}{'' if text in '，。' else ' '}({GLOSSES[text]})"
+
+
 def token_layout(texts: list[str], line_break_after=("。", "？", "！"),
                  special_width=2, max_columns: int | None = None):
     """Grid cells for tokens drawn as text: [(row, column, width)], a new row after each
@@ -349,44 +380,47 @@ def token_layout(texts: list[str], line_break_after=("。", "？", "！"),
 
 def routing_figure(layer: int, shares, texts: list[str], experts: list[int],
                    title_right: str = "", ymax=0.5, probs=None, title_left: str = "",
-                   max_columns: int | None = None):
+                   max_columns: int | None = None, name: str = "", zh: bool = False):
     """One frame of the routing widget: each expert's share of tokens (left) and a poem
     coloured by expert (right); chapter 6's widget and its "try your own line" cell.
 
     shares [E] for this layer; texts and experts give the poem's tokens and the expert
     each one went to; probs, optional [S]: the router's probability for the chosen
     expert, written under each token; max_columns: boxes per row at most (and at least
-    that wide a grid, so that a short line keeps the box size).
+    that wide a grid, so that a short line keeps the box size). The poem's title is
+    `title_right`, else "{name}, layer {layer}"; zh: drawn for the Chinese edition.
     """
     import matplotlib.pyplot as plt
     cells = token_layout(texts, max_columns=max_columns)
     n_rows = 1 + max(r for r, _, _ in cells)
     fig, (bars, poem) = plt.subplots(1, 2, figsize=(7.5, max(3.0, 0.6 * n_rows + 1.4)),
                                      gridspec_kw={"width_ratios": [1, 3.1]})
-    _share_bars(bars, shares, ymax, title_left or f"layer {layer}: all tokens")
-    height = _draw_tokens(poem, cells, texts, experts, len(shares), probs)
+    _share_bars(bars, shares, ymax,
+                title_left or say("layer {layer}: all tokens", zh, layer=layer), zh)
+    height = _draw_tokens(poem, cells, texts, experts, len(shares), probs, zh)
     columns = max([c + w for _, c, w in cells] + [max_columns or 0])
-    poem.set(xlim=(0, columns), ylim=(0, height),
-             title=title_right or f"one poem, layer {layer}")
+    title = title_right or say("{name}, layer {layer}" if name else
+                               "one poem, layer {layer}", zh, name=name, layer=layer)
+    poem.set(xlim=(0, columns), ylim=(0, height), title=title)
     poem.set_aspect("equal")
     poem.axis("off")
     fig.tight_layout()
     return fig
 
 
-def _share_bars(ax, shares, ymax, title):
+def _share_bars(ax, shares, ymax, title, zh=False):
     """Each expert's share of the tokens, in its colour, with the even share dashed."""
     num_experts = len(shares)
     ax.bar(range(num_experts), [float(s) for s in shares],
            color=EXPERT_COLOURS[:num_experts])
     even = ax.axhline(1 / num_experts, color="grey", lw=1, ls="--")
-    ax.legend([even], [f"even (1/{num_experts})"], fontsize=9, loc="upper left",
-              frameon=False)
-    ax.set(ylim=(0, ymax), xticks=range(num_experts), xlabel="expert",
-           ylabel="share of tokens", title=title)
+    ax.legend([even], [say("even (1/{n})", zh, n=num_experts)], fontsize=9,
+              loc="upper left", frameon=False)
+    ax.set(ylim=(0, ymax), xticks=range(num_experts), xlabel=say("expert", zh),
+           ylabel=say("share of tokens", zh), title=title)
 
 
-def _draw_tokens(ax, cells, texts, experts, num_experts, probs=None) -> float:
+def _draw_tokens(ax, cells, texts, experts, num_experts, probs=None, zh=False) -> float:
     """One box per token, coloured by its expert, a legend of the experts under them,
     and under each token's text the chosen expert's probability if `probs` is given
     (the rows are then taller). Returns the height drawn, in box widths."""
@@ -397,7 +431,7 @@ def _draw_tokens(ax, cells, texts, experts, num_experts, probs=None) -> float:
         colour, bottom = EXPERT_COLOURS[expert], (n_rows - r - 1) * row
         ax.add_patch(Rectangle((c + 0.05, bottom + 0.05), w - 0.1, row - 0.1,
                                color=colour))
-        label = {"<|im_start|>": "start", "<|im_end|>": "end"}.get(text, text)
+        label = say(SPECIAL_NAMES[text], zh) if text in SPECIAL_NAMES else text
         ink = "black" if colour in LIGHT_COLOURS else "white"
         size = 10 if text.startswith("<|") else 15 if probs is None else 14
         y = bottom + (0.5 if probs is None else 0.92)
@@ -405,11 +439,35 @@ def _draw_tokens(ax, cells, texts, experts, num_experts, probs=None) -> float:
         if probs is not None:
             ax.text(c + w / 2, bottom + 0.32, f"{float(probs[t]):.2f}", ha="center",
                     va="center", color=ink, fontsize=9)
-    ax.legend(handles=[Patch(color=EXPERT_COLOURS[e], label=f"expert {e}")
+    ax.legend(handles=[Patch(color=EXPERT_COLOURS[e], label=say("expert {e}", zh, e=e))
                        for e in range(num_experts)],
               loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=num_experts,
               fontsize=9, frameon=False)
     return n_rows * row
+
+
+def token_share_figure(counts: list, tokens: dict, zh: bool = False):
+    """Chapter 6's heat maps: per layer, how a token's occurrences split over the
+    experts (grey, 0 to 1). counts: per layer [vocab, E] (token_expert_counts);
+    tokens: {text: id}, one row each, labelled with token_label and the count."""
+    import matplotlib.pyplot as plt
+    ids = list(tokens.values())
+    fig, axes = plt.subplots(1, len(counts), figsize=(7.5, 3.6), sharey=True,
+                             layout="constrained")
+    for layer, ax in enumerate(axes):
+        c = counts[layer][ids].float()  # [tokens, E]
+        image = ax.imshow(c / c.sum(-1, keepdim=True), cmap="Greys", vmin=0, vmax=1,
+                          aspect="auto")
+        ax.set(xticks=range(c.shape[1]), xlabel=say("expert", zh),
+               title=say("layer {layer}", zh, layer=layer))
+    rows = [f"{token_label(text, zh)} ×{counts[0][i].sum().item()}"
+            for text, i in tokens.items()]
+    axes[0].set(yticks=range(len(rows)), yticklabels=rows)
+    fig.colorbar(image, ax=axes, label=say("share of the token's occurrences", zh),
+                 fraction=0.05)
+    fig.suptitle(say("poetry-moe, validation sample: where each token goes", zh),
+                 fontsize=11)
+    return fig
 
 
 @torch.no_grad()

@@ -154,6 +154,111 @@ def nearest_in_same_group(weight: torch.Tensor, groups: dict) -> tuple[int, int]
     return int((owner[cos.argmax(1)] == owner).sum()), len(rows)
 
 
+# --- two figures drawn for both editions (issue #23) -----------------------------
+
+# Every English string of those figures, with its Chinese (terms.tsv, ch08's .po).
+ZH = {"gradient norm of its row (log)": "该行的梯度范数（对数）",
+      "not read\n({n:,} tokens)": "未读入\n（{n:,} 个 token）",
+      "head end (drawn 8% right)": "输出头端（向右错开 8%）",
+      "embedding end (drawn 8% left)": "嵌入端（向左错开 8%）",
+      "head end, tokens not read (embedding end: 0)": "输出头端，未读入的 token（嵌入端为 0）",
+      "full stop {piece}": "句号 {piece}", "comma {piece}": "逗号 {piece}",
+      "times the token is read in the batch (log)": "该 token 在批次中被读入的次数（对数）",
+      "tokens read in the batch": "批次中读入的 token",
+      "poetry-dense, one batch: gradient per vocabulary row, from each end":
+          "poetry-dense，一个批次：词表每一行从两端得到的梯度",
+      "numbers": "数字", "seasons": "季节", "colours": "颜色", "directions": "方位",
+      "{name}: {chars} ({glosses})": "{name}：{chars}",
+      "principal axis 1 ({share:.1%} of the variance)": "第一主轴（方差的 {share:.1%}）",
+      "principal axis 2 ({share:.1%})": "第二主轴（{share:.1%}）",
+      "poetry-dense: embedding rows (= LM-head rows) of {n} characters":
+          "poetry-dense：{n} 个汉字的嵌入行（= 输出头的行）"}
+CATEGORY_COLOURS = {"numbers": "tab:blue", "seasons": "tab:green", "colours": "tab:red",
+                    "directions": "tab:purple"}
+
+
+def say(text: str, zh: bool = False, **fields) -> str:
+    """`text` (an English template in ZH) in the edition's language, fields filled."""
+    return (ZH[text] if zh else text).format(**fields)
+
+
+def group_gloss(chars: str) -> str:
+    """The English glosses of a category's characters: 'spring, summer, autumn, winter',
+    or the first and last of a long one ('one … ten thousand')."""
+    meanings = [GLOSSES[ch][1] for ch in chars]
+    return f"{meanings[0]} … {meanings[-1]}" if len(chars) > 5 else ", ".join(meanings)
+
+
+def row_norm_figure(g_embed, g_head, batch, tokenizer, zh: bool = False):
+    """Chapter 8: each vocabulary row's gradient norm from each end [V, d] against how
+    often the batch [B, S] reads its token; the unread tokens in a strip of their own
+    (no log axis for 0). zh: drawn for the Chinese edition."""
+    import matplotlib.pyplot as plt
+    counts = torch.bincount(batch[:, :-1].flatten().cpu(), minlength=g_embed.shape[0])
+    e, h = g_embed.norm(dim=-1).cpu(), g_head.norm(dim=-1).cpu()  # [V] each
+    read, unread = counts > 0, counts == 0
+    layout = {"width_ratios": [1, 5], "wspace": 0.05}
+    fig, (strip, ax) = plt.subplots(1, 2, figsize=(7.2, 3.8), sharey=True,
+                                    gridspec_kw=layout)
+    jitter = torch.rand(int(unread.sum()), generator=torch.Generator().manual_seed(0))
+    strip.scatter(jitter, h[unread], s=3, color="tab:red", alpha=0.4)
+    strip.set(xlim=(-0.3, 1.3), xticks=[0.5], xticklabels=["0"], yscale="log",
+              ylabel=say("gradient norm of its row (log)", zh))
+    strip.set_title(say("not read\n({n:,} tokens)", zh, n=int(unread.sum())),
+                    fontsize=9)
+    dodge = 1.08  # the two ends of one token side by side, not on top of each other
+    ax.scatter(counts[read] * dodge, h[read], s=8, color="tab:orange",
+               label=say("head end (drawn 8% right)", zh))
+    ax.scatter(counts[read] / dodge, e[read], s=8, color="tab:blue",
+               label=say("embedding end (drawn 8% left)", zh))
+    ax.scatter([], [], s=8, color="tab:red",  # the strip's legend entry
+               label=say("head end, tokens not read (embedding end: 0)", zh))
+    for i, dy in zip(counts.topk(2).indices.tolist(), (-35, -60)):
+        piece = tokenizer.decode([i])
+        name = "full stop {piece}" if piece == "。" else "comma {piece}"
+        ax.annotate(say(name, zh, piece=piece), (counts[i] / dodge, e[i]),
+                    textcoords="offset points", xytext=(-150, dy), fontsize=12,
+                    arrowprops={"arrowstyle": "-", "lw": 0.5})
+    ticks = [1, 2, 5, 10, 20, 40]
+    ax.set(xscale="log", xlabel=say("times the token is read in the batch (log)", zh),
+           title=say("tokens read in the batch", zh), xticks=ticks, xticklabels=ticks)
+    ax.legend(fontsize=9, loc="lower right")
+    fig.suptitle(say("poetry-dense, one batch: gradient per vocabulary row, from each "
+                     "end", zh), fontsize=10)
+    fig.subplots_adjust(left=0.11, right=0.98, top=0.83, bottom=0.14)
+    return fig
+
+
+def category_map(weight, groups, categories, tokenizer, zh: bool = False):
+    """Chapter 8: the rows of `weight` [V, d] for the token ids of `groups` ({category:
+    ids}) on their first two principal axes, each drawn as its character in its
+    category's colour; the legend gives `categories` ({category: characters}), in the
+    English edition with their glosses. zh: drawn for the Chinese edition."""
+    import matplotlib.pyplot as plt
+    rows = [i for name in groups for i in groups[name]]
+    coords, explained = pca_2d(weight[rows].cpu())  # [N, 2], [2]
+    fig, ax = plt.subplots(figsize=(7.2, 5.3))
+    start = 0
+    for name, members in groups.items():
+        xy = coords[start:start + len(members)]
+        start += len(members)
+        label = say("{name}: {chars} ({glosses})", zh, name=say(name, zh),
+                    chars=categories[name], glosses=group_gloss(categories[name]))
+        ax.scatter(xy[:, 0], xy[:, 1], s=25, color=CATEGORY_COLOURS[name], label=label)
+        for k, ((x, y), i) in enumerate(zip(xy.tolist(), members)):
+            offset = (4, 3) if k % 2 == 0 else (-14, -15)  # alternate: fewer overlaps
+            ax.annotate(tokenizer.decode([i]), (x, y), textcoords="offset points",
+                        xytext=offset, fontsize=12, color=CATEGORY_COLOURS[name])
+    ax.set(xlabel=say("principal axis 1 ({share:.1%} of the variance)", zh,
+                      share=explained[0]),
+           ylabel=say("principal axis 2 ({share:.1%})", zh, share=explained[1]),
+           title=say("poetry-dense: embedding rows (= LM-head rows) of {n} characters",
+                     zh, n=len(rows)))
+    fig.legend(fontsize=9, loc="lower center", ncol=1, frameon=False)
+    fig.subplots_adjust(left=0.1, right=0.97, top=0.93, bottom=0.3)
+    return fig
+
+
 # --- the committed benchmark (bench/results/tied_vs_untied.csv) ----------------------------------------------
 
 def read_curves(path) -> dict:

@@ -285,3 +285,68 @@ def test_forced_routing_sends_every_token_where_told_and_restores_route():
     assert "route" not in moe.__dict__  # the class's route is back
     ratio = moe_lab.collapse_time_ratio(moe, x, repeats=1)
     assert ratio > 0
+
+
+def figure_texts(fig) -> list[str]:
+    """Every non-empty text a figure draws: titles, axis and tick labels, legends,
+    annotations, the colour bar's label."""
+    from matplotlib.text import Text
+    return [t.get_text() for t in fig.findobj(Text) if t.get_text()]
+
+
+def english_words(texts) -> set[str]:
+    """The Latin-letter words of `texts`, the model's name and 'token' left out
+    (the Chinese edition keeps those, terms.tsv)."""
+    import re
+    words = {w for t in texts for w in re.findall(r"[A-Za-z]+", t)}
+    return words - {"poetry", "moe", "token"}
+
+
+def test_every_chinese_template_has_the_english_fields():
+    from string import Formatter
+    fields = lambda text: sorted(f for _, f, _, _ in Formatter().parse(text) if f)
+    assert all(fields(en) == fields(zh) for en, zh in moe_lab.ZH.items())
+
+
+@pytest.mark.filterwarnings("ignore:Glyph")
+def test_routing_figure_for_the_chinese_edition_has_no_english():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    texts, experts = ["<|im_start|>", "终南", "，", "。", "<|im_end|>"], [3, 0, 1, 2, 2]
+    shares = torch.tensor([0.2, 0.2, 0.4, 0.2])
+    english = moe_lab.routing_figure(1, shares, texts, experts, name="终南望余雪")
+    chinese = moe_lab.routing_figure(1, shares, texts, experts, name="终南望余雪", zh=True)
+    assert english.axes[1].get_title() == "终南望余雪, layer 1"
+    assert {"start", "end", "expert", "layer", "even"} <= english_words(figure_texts(english))
+    assert english_words(figure_texts(chinese)) == set()
+    assert chinese.axes[1].get_title() == "终南望余雪，第 1 层"
+    assert [t.get_text() for t in chinese.axes[1].texts] == ["开始", "终南", "，", "。", "结束"]
+    plt.close("all")
+
+
+def test_token_label_glosses_only_the_english_edition():
+    assert [moe_lab.token_label(t) for t in ["人", "，", "<|im_end|>", "雪"]] == [
+        "人 (person)", "，(comma)", "end", "雪"]
+    assert [moe_lab.token_label(t, zh=True) for t in ["人", "，", "<|im_end|>"]] == [
+        "人", "，", "结束"]
+
+
+@pytest.mark.filterwarnings("ignore:Glyph")
+def test_token_share_figure_rows_and_the_chinese_edition():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    counts = [torch.tensor([[3, 1, 0, 0], [0, 0, 2, 2], [0, 5, 0, 0]])] * 2  # [V=3, E=4]
+    tokens = {"人": 0, "花": 1, "<|im_start|>": 2}
+    english = moe_lab.token_share_figure(counts, tokens)
+    rows = [t.get_text() for t in english.axes[0].get_yticklabels()]
+    assert rows == ["人 (person) ×4", "花 (flower) ×4", "start ×5"]
+    shares = english.axes[0].images[0].get_array()
+    assert shares[0].tolist() == [0.75, 0.25, 0.0, 0.0]  # exact: 3/4 and 1/4 in binary
+    chinese = moe_lab.token_share_figure(counts, tokens, zh=True)
+    assert [t.get_text() for t in chinese.axes[0].get_yticklabels()] == [
+        "人 ×4", "花 ×4", "开始 ×5"]
+    assert english_words(figure_texts(chinese)) == set()
+    assert len(chinese.axes) == 3 and chinese.axes[1].get_title() == "第 1 层"  # + colour bar
+    plt.close("all")

@@ -1,6 +1,7 @@
 """minimind/lab/tying_lab.py: the numbers behind chapter 8 (the tie, its savings, gradients, the embedding)."""
 import copy
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -216,3 +217,83 @@ def test_drift_run_with_sgd_leaves_never_read_embedding_rows_exactly_in_place():
     embed_unread, head_unread = history["moved"]["unread"]
     assert embed_unread == 0 < head_unread  # plain SGD: no weight decay, no gradient
     assert history["moved"]["read"][1] > head_unread  # SGD: small gradient, small step
+
+
+def figure_texts(fig) -> list[str]:
+    """Every non-empty text a figure draws: titles, axis and tick labels, legends,
+    annotations."""
+    from matplotlib.text import Text
+    return [t.get_text() for t in fig.findobj(Text) if t.get_text()]
+
+
+def english_words(texts) -> set[str]:
+    """The Latin-letter words of `texts`, the model's name and 'token' left out
+    (the Chinese edition keeps those, terms.tsv)."""
+    import re
+    words = {w for t in texts for w in re.findall(r"[A-Za-z]+", t)}
+    return words - {"poetry", "dense", "token"}
+
+
+def test_every_chinese_template_uses_only_the_english_fields():
+    from string import Formatter
+    from minimind.lab.tying_lab import ZH
+    fields = lambda text: {f for _, f, _, _ in Formatter().parse(text) if f}
+    assert all(fields(zh) <= fields(en) for en, zh in ZH.items())
+    assert "glosses" not in fields(ZH["{name}: {chars} ({glosses})"])
+
+
+def test_group_gloss_lists_a_short_group_and_spans_a_long_one():
+    from minimind.lab.tying_lab import group_gloss
+    assert group_gloss("春夏秋冬") == "spring, summer, autumn, winter"
+    assert group_gloss("一二三四五六七八九十百千万") == "one … ten thousand"
+
+
+@pytest.mark.filterwarnings("ignore:Glyph")
+def test_category_map_for_the_chinese_edition_has_no_glosses():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from minimind.lab.tying_lab import category_map
+
+    class Pieces:  # a tokenizer that knows six characters
+        chars = "春秋红白东西"
+        def decode(self, ids):
+            return self.chars[ids[0]]
+
+    weight = torch.randn(6, 16, generator=torch.Generator().manual_seed(0))
+    categories = {"seasons": "春秋", "colours": "红白", "directions": "东西"}
+    groups = {"seasons": [0, 1], "colours": [2, 3], "directions": [4, 5]}
+    english = category_map(weight, groups, categories, Pieces())
+    legend = [t.get_text() for t in english.legends[0].get_texts()]
+    assert legend[0] == "seasons: 春秋 (spring, autumn)"
+    assert english.axes[0].get_title().endswith("of 6 characters")
+    chinese = category_map(weight, groups, categories, Pieces(), zh=True)
+    assert [t.get_text() for t in chinese.legends[0].get_texts()] == [
+        "季节：春秋", "颜色：红白", "方位：东西"]
+    assert english_words(figure_texts(chinese)) == set()
+    plt.close("all")
+
+
+@pytest.mark.filterwarnings("ignore:Glyph")
+def test_row_norm_figure_for_the_chinese_edition_names_the_marks_in_chinese():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from minimind.lab.tying_lab import row_norm_figure
+
+    class Marks:  # ids 0 and 1 are the most read: the comma and the full stop
+        def decode(self, ids):
+            return "，。"[ids[0]] if ids[0] < 2 else "字"
+
+    batch = torch.tensor([[0, 1, 0, 1, 0, 2, 3]])  # [1, 7]: 0 read 3 times, 1 twice
+    generator = torch.Generator().manual_seed(0)
+    g_embed, g_head = torch.rand(8, 4, generator=generator), torch.rand(8, 4)
+    english = row_norm_figure(g_embed, g_head, batch, Marks())
+    notes = sorted(t.get_text() for t in english.axes[1].texts)
+    assert notes == ["comma ，", "full stop 。"]
+    # ids 3 to 7: 3 only at the last position, where no scored prediction reads it
+    assert english.axes[0].get_title() == "not read\n(5 tokens)"
+    chinese = row_norm_figure(g_embed, g_head, batch, Marks(), zh=True)
+    assert sorted(t.get_text() for t in chinese.axes[1].texts) == ["句号 。", "逗号 ，"]
+    assert english_words(figure_texts(chinese)) == set()
+    plt.close("all")
