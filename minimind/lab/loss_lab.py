@@ -152,6 +152,36 @@ def moving_average(values, window: int) -> list[float]:
 
 # --- figures ------------------------------------------------------------------------------------------------
 
+ZH = {  # the Chinese edition's figure strings (issue #23): terms.tsv, ch09's .po
+    "loss of this token (nats)": "该 token 的损失（nats）",
+    "end": "结束",
+    "The shifted loss: position t is scored on the label at t + 1":
+        "移位损失：位置 t 以 t + 1 处的标签计分",
+    "labels[:, 1:]\n(targets)": "labels[:, 1:]\n（目标）",
+    "−log p(target)\n[B, S − 1]": "−log p(目标)\n[B, S − 1]",
+    "no\ntarget": "没有\n目标",
+    "masked": "已屏蔽",
+    "{mean}: the mean over the {kept} kept targets;\n−100 is neither summed nor "
+    "counted, and the last position has no target":
+        "{mean}：对保留的 {kept} 个目标取平均；\n−100 既不求和也不计数，"
+        "最后一个位置没有目标",
+    "log_softmax\nover {V}": "log_softmax\n对 {V} 个 token",
+    "gather\nat the label": "gather\n取标签处的值",
+    "mask −100,\nmean": "屏蔽 −100，\n取平均",
+    "the same, as the package's shifted_cross_entropy computes it:":
+        "同样的步骤，按包中 shifted_cross_entropy 的算法：",
+    "江南曲 (Li Yi): the loss of each token, read alone after <|im_start|>":
+        "李益《江南曲》：每个 token 的损失，在 <|im_start|> 之后单独读入",
+    "{title}\nmean loss: {means}": "{title}\n平均损失：{means}",
+}
+
+
+def say(text: str, zh=False, **values) -> str:
+    """A figure string (a str.format template) for the English or the Chinese edition:
+    `text` itself, or its translation in ZH, filled with `values` (issue #23)."""
+    return (ZH[text] if zh else text).format(**values)
+
+
 def poem_layout(texts) -> list[tuple[int, int, int]]:
     """(line, column, width) for each token text: widths in characters, a new line after a token that ends with
     ，。？！； ; special tokens take width 1 and never break a line."""
@@ -166,12 +196,15 @@ def poem_layout(texts) -> list[tuple[int, int, int]]:
 
 
 def loss_grid_figure(texts, losses: dict, vmax: float, title: str, glosses=None,
-                     cmap="magma_r", stacked=False):
+                     cmap="magma_r", stacked=False, zh=False):
     """The tokens of a poem laid out line by line, one panel per model, each cell coloured by the loss (nats) of
     predicting that token; one colour scale (0..vmax) for every panel; `glosses` (optional, 9 pt) under each token
-    make the cells twice as wide; `stacked` puts the panels one above the other."""
+    make the cells twice as wide; `stacked` puts the panels one above the other.
+    `zh`: for the Chinese edition, no glosses, its words from ZH (`title`: the
+    caller's)."""
     import matplotlib.pyplot as plt
     from matplotlib import colors
+    glosses = None if zh else glosses
     layout = poem_layout(texts)
     n_lines = max(l for l, _, _ in layout) + 1
     n_cols = max(c + w for _, c, w in layout)
@@ -189,7 +222,7 @@ def loss_grid_figure(texts, losses: dict, vmax: float, title: str, glosses=None,
             face = "#eeeeee" if math.isnan(value) else cm(norm(value))
             ax.add_patch(plt.Rectangle((col + 0.04, -line - 0.96), width - 0.08, 0.92, color=face))
             ink = "white" if not math.isnan(value) and norm(value) > 0.55 else "black"
-            label = "end" if text == "<|im_end|>" else text
+            label = say("end", zh) if text == "<|im_end|>" else text
             y = -line - (0.36 if glosses is not None else 0.5)
             ax.text(col + width / 2, y, label, ha="center", va="center", color=ink,
                     fontsize=(14 if glosses is not None else 11) if len(label) < 3 else 9)
@@ -200,7 +233,8 @@ def loss_grid_figure(texts, losses: dict, vmax: float, title: str, glosses=None,
         ax.set_title(name, fontsize=10)
     bar = fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cm),
                        ax=axes.flatten().tolist(), shrink=0.8, pad=0.02)
-    bar.set_label("loss of this token (nats)", fontsize=9), bar.ax.tick_params(labelsize=9)
+    bar.set_label(say("loss of this token (nats)", zh), fontsize=9)
+    bar.ax.tick_params(labelsize=9)
     fig.suptitle(title, fontsize=10)
     return fig
 
@@ -208,7 +242,7 @@ def loss_grid_figure(texts, losses: dict, vmax: float, title: str, glosses=None,
 # --- the mechanism, drawn -------------------------------------------------------
 
 def shifted_loss_figure(vocab_size: int, tokens, glosses, title=None, losses=None,
-                        vmax=12.0, cmap="magma_r"):
+                        vmax=12.0, cmap="magma_r", zh=False):
     """Chapter 9's mechanism diagram: one right-padded row of ids, its labels shifted by
     one, logits [B, S, V] -> float32 log-softmax -> the label's log-prob, -100 masked,
     the mean over the rest.
@@ -216,29 +250,31 @@ def shifted_loss_figure(vocab_size: int, tokens, glosses, title=None, losses=Non
     `tokens`: the row's token texts (the last may be the pad token, label -100);
     `glosses`: an English word under each; `losses` (optional): the measured loss of
     each kept target, written in its box and coloured on the scale 0..vmax of
-    `loss_grid_figure`. Drawn with `diagram`, 7 in wide.
+    `loss_grid_figure`. Drawn with `diagram`, 7 in wide. `zh`: for the Chinese edition,
+    the positions without their glosses (None will do), the words from ZH.
     """
     import matplotlib.pyplot as plt
     from matplotlib import colors
     from . import diagram
     n = len(tokens)
-    fig, ax = diagram.canvas(7, 4.6, title=title or "The shifted loss: position t is "
-                             "scored on the label at t + 1")
+    fig, ax = diagram.canvas(7, 4.6, title=title or say(
+        "The shifted loss: position t is scored on the label at t + 1", zh))
     left, cell, top = 19, 80 / n, 59
     pads = [t == "<|endoftext|>" for t in tokens]
     short = {"<|im_start|>": "<|im_\nstart|>", "<|endoftext|>": "<|endof\ntext|>"}
     norm, cm = colors.Normalize(0, vmax), plt.get_cmap(cmap)
     ink = diagram.INK
     diagram.note(ax, 1, top, "input_ids\n[B, S]", colour=ink)
-    diagram.note(ax, 1, top - 14, "labels[:, 1:]\n(targets)", colour=ink)
-    diagram.note(ax, 1, top - 27, "−log p(target)\n[B, S − 1]", colour=ink)
-    for t, (text, gloss) in enumerate(zip(tokens, glosses)):
+    diagram.note(ax, 1, top - 14, say("labels[:, 1:]\n(targets)", zh), colour=ink)
+    diagram.note(ax, 1, top - 27, say("−log p(target)\n[B, S − 1]", zh), colour=ink)
+    for t, (text, gloss) in enumerate(zip(tokens, glosses or [""] * n)):
         x, w = left + t * cell + 0.6, cell - 1.2  # this position's column
         diagram.box(ax, x, top - 3.5, w, 7, short.get(text, text), "embed",
                     size=9 if text in short else 10)
-        diagram.note(ax, x + w / 2, top - 5.8, f"{t}: {gloss}", ha="center")
+        diagram.note(ax, x + w / 2, top - 5.8, f"{t}" if zh else f"{t}: {gloss}",
+                     ha="center")
         if t == n - 1:  # the last position predicts nothing: logits[:, :-1] drops it
-            diagram.note(ax, x + w / 2, top - 14, "no\ntarget", ha="center")
+            diagram.note(ax, x + w / 2, top - 14, say("no\ntarget", zh), ha="center")
             continue
         ignored = pads[t + 1]
         label = "−100" if ignored else short.get(tokens[t + 1], tokens[t + 1])
@@ -248,7 +284,8 @@ def shifted_loss_figure(vocab_size: int, tokens, glosses, title=None, losses=Non
         diagram.arrow(ax, (mid + cell - 1, top - 7.6), (mid + 1.5, top - 10.2),
                       colour=diagram.MUTED, lw=0.9)
         if ignored or losses is None:
-            diagram.box(ax, x, top - 30.5, w, 7, "masked" if ignored else f"ℓ{t}",
+            text = say("masked", zh) if ignored else f"ℓ{t}"
+            diagram.box(ax, x, top - 30.5, w, 7, text,
                         "loss", colour="#f2f2f2" if ignored else "#fbd9bd", size=9)
             continue
         value = norm(losses[t])
@@ -266,28 +303,28 @@ def shifted_loss_figure(vocab_size: int, tokens, glosses, title=None, losses=Non
     kept = sum(not p for p in pads[1:])
     value = "" if losses is None else f" = {sum(losses[:kept]) / kept:.2f}"
     mean = f"loss = (ℓ0 + ℓ1 + … + ℓ{kept - 1}) / {kept}{value}"
-    diagram.note(ax, left, top - 37.5,
-                 f"{mean}: the mean over the "
-                 f"{kept} kept targets;\n−100 is neither summed nor counted, and the "
-                 "last position has no target", colour=ink)
-    _draw_loss_steps(ax, vocab_size)
+    diagram.note(ax, left, top - 37.5, say(
+        "{mean}: the mean over the {kept} kept targets;\n−100 is neither summed nor "
+        "counted, and the last position has no target", zh, mean=mean, kept=kept),
+        colour=ink)
+    _draw_loss_steps(ax, vocab_size, zh=zh)
     return fig
 
 
-def _draw_loss_steps(ax, vocab_size, y=2.5, width=15.4, gap=4.6):
+def _draw_loss_steps(ax, vocab_size, y=2.5, width=15.4, gap=4.6, zh=False):
     """The bottom strip of the diagram: the package's steps, left to right."""
     from . import diagram
     steps = [f"logits\n[B, S, {vocab_size}]", ".float()\nfloat32",
-             f"log_softmax\nover {vocab_size}", "gather\nat the label",
-             "mask −100,\nmean"]
+             say("log_softmax\nover {V}", zh, V=vocab_size),
+             say("gather\nat the label", zh), say("mask −100,\nmean", zh)]
     for i, text in enumerate(steps):
         x = 1 + i * (width + gap)
         diagram.box(ax, x, y, width, 8, text, "loss" if i else "embed", size=9)
         if i:
             diagram.arrow(ax, (x - gap + 0.5, y + 4), (x - 0.5, y + 4))
-    diagram.note(ax, 1, y + 11.5,
-                 "the same, as the package's shifted_cross_entropy computes it:",
-                 colour=diagram.INK)
+    diagram.note(ax, 1, y + 11.5, say(
+        "the same, as the package's shifted_cross_entropy computes it:", zh),
+        colour=diagram.INK)
 
 
 # --- the build-it exercise: the common mistakes, named ----------------------------
@@ -459,3 +496,11 @@ POEM_GLOSSES = {
         "slowly", "know", "wrong", ".", "today", "at the fork", "part", ",",
         "which year", "await", "you", "return", ".", "(poem ends)"]),
 }
+ZH.update({  # the widget's titles in Chinese: the poem's title, else its first line
+    "此地无驻马 (“No horse halts here”)": "此地无驻马",
+    "江南曲 (Song of the South, Li Yi)": "李益《江南曲》",
+    "夜闻邻妇泣 (“At night, a neighbour's wife weeps”)": "夜闻邻妇泣",
+    "醉后乐无极 (“Drunk, my joy knows no end”)": "醉后乐无极",
+    "今日山晴后 (“Today, after the hills clear”)": "今日山晴后",
+    "信书成自误 (“Trusting books, I misled myself”)": "信书成自误",
+})

@@ -155,11 +155,48 @@ def read_grid(path) -> list[dict]:
 
 KEPT, REMOVED, OTHER = "#3b75af", "#dddddd", "#e3a33b"  # OTHER: a summed bar
 
+ZH = {  # the Chinese edition's figure strings (issue #23): terms.tsv, ch10's .po
+    "probability": "概率", "kept": "保留", "removed (probability 0)": "已移除（概率为 0）",
+    "model": "模型", "repetition penalty": "重复惩罚", "temperature": "温度",
+    "after: {name}": "经过：{name}",
+    "kept {kept:,} tokens, entropy {h:.2f} nats": "保留 {kept:,} 个 token，熵 {h:.2f} nats",
+    "poetry-dense: the next token after {context}":
+        "poetry-dense：“{context}”之后的下一个 token",
+    "other {rest:,}": "其余 {rest:,} 个",
+    "kept {kept:,} of {vocab:,} tokens\nentropy {h:.2f} nats\n"
+    "these {n} tokens: {mass:.2f}":
+        "保留 {kept:,} / {vocab:,} 个 token\n熵 {h:.2f} nats\n这 {n} 个 token：{mass:.2f}",
+    "the other {rest:,} tokens, summed": "其余 {rest:,} 个 token 之和",
+    # the chapter's frame titles
+    "temperature {T}: the model after {tail}": "温度 {T}：模型在“{tail}”之后",
+    "top-p {p}, after {tail}": "top-p {p}，“{tail}”之后",
+    "top-k = {k}, after {tail}": "top-k = {k}，“{tail}”之后",
+    "top-k = {k} (off), after {tail}": "top-k = {k}（关闭），“{tail}”之后",
+}
 
-def stage_bars(ax, probs, labels, removed, title, ymax, note=None, note_x=0.98):
-    """One bar chart: probability of each shown token (as text), fixed y range. A removed token has
-    probability 0: it gets a grey hatched strip at 0 (no bar) and a grey label."""
+
+def say(text: str, zh=False, **values) -> str:
+    """A figure string (a str.format template) for the English or the Chinese edition:
+    `text` itself, or its translation in ZH, filled with `values` (issue #23)."""
+    return (ZH[text] if zh else text).format(**values)
+
+
+def _stage_name(name: str, zh=False) -> str:
+    """A pipeline stage's name for the edition: 'temperature 0.8' -> '温度 0.8' (top-k and
+    top-p keep their names)."""
+    words, _, value = name.rpartition(" ")
+    if not zh:
+        return name
+    return f"{ZH[words]} {value}" if words in ZH else ZH.get(name, name)
+
+
+def stage_bars(ax, probs, labels, removed, title, ymax, note=None, note_x=0.98,
+               zh=False):
+    """One bar chart: probability of each shown token (its text, `gloss`ed unless
+    `zh`), fixed y range. A removed token has probability 0: it gets a grey hatched
+    strip at 0 (no bar) and a grey label."""
     probs = probs.detach().float().cpu()
+    labels = labels if zh else [gloss(text) for text in labels]
     x = list(range(len(labels)))
     gone = [i for i, r in enumerate(removed) if r]
     if gone:  # a strip at 0, 3% of the axis high: "nothing here", not a bar reaching some probability
@@ -171,7 +208,7 @@ def stage_bars(ax, probs, labels, removed, title, ymax, note=None, note_x=0.98):
         if r:
             tick.label1.set_color("#888888")
     ax.set_ylim(0, ymax)
-    ax.set_ylabel("probability", fontsize=9)
+    ax.set_ylabel(say("probability", zh), fontsize=9)
     ax.tick_params(axis="y", labelsize=9)
     ax.set_title(title, fontsize=10)
     if note:
@@ -180,13 +217,13 @@ def stage_bars(ax, probs, labels, removed, title, ymax, note=None, note_x=0.98):
                 bbox=dict(facecolor="white", edgecolor="#999999", alpha=0.9))
 
 
-def _legend_handles(removed=True, other=None):
+def _legend_handles(removed=True, other=None, zh=False):
     """Legend patches: kept, removed (if a filter ran), the summed bar (`other`)."""
     from matplotlib.patches import Patch
-    handles = [Patch(color=KEPT, label="kept")]
+    handles = [Patch(color=KEPT, label=say("kept", zh))]
     if removed:
         handles.append(Patch(facecolor=REMOVED, edgecolor="#999999", hatch="xxx",
-                             label="removed (probability 0)"))
+                             label=say("removed (probability 0)", zh)))
     if other:
         handles.append(Patch(facecolor=OTHER, edgecolor="#555555", label=other))
     return handles
@@ -233,27 +270,35 @@ def pinned_png(png: bytes) -> bytes:
     return buffer.getvalue()
 
 
-def stages_figure(stages, shown_ids, labels, ymax, context=""):
+def stages_figure(stages, shown_ids, labels, ymax, context="", zh=False):
     """Every pipeline stage as a bar chart of the same tokens (chapter 10): kept in blue, removed as a
-    grey strip at 0. The legend sits under the title, clear of every panel's info box."""
+    grey strip at 0. The legend sits under the title, clear of every panel's info box.
+    `labels`: the tokens' texts, glossed in English; `zh`: for the Chinese edition, no
+    glosses, its words from ZH."""
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(len(stages), 1, figsize=(7, 1.9 * len(stages) + 1.0), sharex=True,
                              layout="constrained")
     for ax, (name, logits) in zip(axes, stages):
         probs = torch.softmax(logits[0].float(), -1)
         removed = [not math.isfinite(logits[0, i].item()) for i in shown_ids]
-        note = f"kept {kept_count(logits)[0].item():,} tokens, entropy {entropy(logits)[0].item():.2f} nats"
-        stage_bars(ax, probs[shown_ids], labels, removed, f"after: {name}", ymax, note)
-    fig.suptitle(f"poetry-dense: the next token after {context}", fontsize=10.5)
-    fig.legend(handles=_legend_handles(), fontsize=9, loc="outside lower center", ncol=2)
+        note = say("kept {kept:,} tokens, entropy {h:.2f} nats", zh,
+                   kept=kept_count(logits)[0].item(), h=entropy(logits)[0].item())
+        title = say("after: {name}", zh, name=_stage_name(name, zh))
+        stage_bars(ax, probs[shown_ids], labels, removed, title, ymax, note, zh=zh)
+    title = say("poetry-dense: the next token after {context}", zh, context=context)
+    fig.suptitle(title, fontsize=10.5)
+    fig.legend(handles=_legend_handles(zh=zh), fontsize=9, loc="outside lower center",
+               ncol=2)
     return fig
 
 
-def distribution_frame(logits, shown_ids, labels, ymax, title, other=False):
+def distribution_frame(logits, shown_ids, labels, ymax, title, other=False, zh=False):
     """One widget frame: the shown tokens' probabilities under `logits` [1, V], kept set
     and entropy noted. `other=True` adds a last bar in its own colour, every other
     token's probability summed (where the mass goes at a high temperature); the legend then has
-    no "removed" entry, since temperature removes nothing."""
+    no "removed" entry, since temperature removes nothing. `labels`: the tokens' texts,
+    glossed in English; `zh`: for the Chinese edition, no glosses, its words from ZH
+    (`title`: the caller's)."""
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7, 2.9), layout="constrained")
     probs = torch.softmax(logits[0].float(), -1)
@@ -262,16 +307,18 @@ def distribution_frame(logits, shown_ids, labels, ymax, title, other=False):
     rest = logits.shape[-1] - len(shown_ids)
     if other:
         shown_probs = torch.cat([shown_probs, (1 - shown_probs.sum()).clamp(min=0).view(1)])
-        labels, removed = [*labels, f"other {rest:,}"], [*removed, False]
-    note = (f"kept {kept_count(logits)[0].item():,} of {logits.shape[-1]:,} tokens\n"
-            f"entropy {entropy(logits)[0].item():.2f} nats\n"
-            f"these {len(shown_ids)} tokens: {shown_mass:.2f}")
+        labels = [*labels, say("other {rest:,}", zh, rest=rest)]
+        removed = [*removed, False]
+    note = say("kept {kept:,} of {vocab:,} tokens\nentropy {h:.2f} nats\n"
+               "these {n} tokens: {mass:.2f}", zh, kept=kept_count(logits)[0].item(),
+               vocab=logits.shape[-1], h=entropy(logits)[0].item(), n=len(shown_ids),
+               mass=shown_mass)
     # the tall bars can only be the first token's and the last one's: notes go in the middle
-    stage_bars(ax, shown_probs, labels, removed, title, ymax, note, note_x=0.7)
+    stage_bars(ax, shown_probs, labels, removed, title, ymax, note, note_x=0.7, zh=zh)
     if other:  # the summed bar in its own colour: it is not one token
         ax.patches[-1].set_facecolor(OTHER)
-    summed = f"the other {rest:,} tokens, summed" if other else None
-    handles = _legend_handles(removed=not other, other=summed)
+    summed = say("the other {rest:,} tokens, summed", zh, rest=rest) if other else None
+    handles = _legend_handles(removed=not other, other=summed, zh=zh)
     ax.legend(handles=handles, fontsize=9, loc="upper center",
               bbox_to_anchor=(0.36, 1.0), ncol=1)
     return fig

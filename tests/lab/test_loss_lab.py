@@ -311,3 +311,62 @@ def test_reference_explains_overflow_and_rounding():
 def test_explain_smoothing_floor_names_nan():
     assert "0 · ln 0" in loss_lab.explain_smoothing_floor(float("nan"), 0.0)
     assert loss_lab.explain_smoothing_floor(0.5, 0.4) is None
+
+
+# --- the Chinese edition's figures (issue #23) ------------------------------------------
+
+def _figure_words(fig) -> tuple[str, set]:
+    """All the text a figure draws (titles, labels, notes, colour bar), and its Latin words."""
+    import re
+
+    from matplotlib.text import Text
+    text = "\n".join(t.get_text() for t in fig.findobj(Text))
+    return text, set(re.findall(r"[A-Za-z][A-Za-z_]+", text))
+
+
+CODE_WORDS = {"input_ids", "labels", "log", "logits", "float", "log_softmax", "gather",
+              "shifted_cross_entropy", "im_start", "im_", "start", "endof", "text", "loss",
+              "nats", "token"}  # code, special tokens, "token" and the unit (terms.tsv)
+
+
+def test_shifted_loss_figure_in_chinese_has_no_glosses_and_no_english():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    tokens = ["<|im_start|>", "嫁", "得", "<|endoftext|>"]
+    glosses = ["opening", "marry", "obtain", "padding"]
+    english, _ = _figure_words(loss_lab.shifted_loss_figure(6400, tokens, glosses,
+                                                            losses=[8.5, 5.0]))
+    assert "1: marry" in english and "masked" in english  # the English keeps its glosses
+    text, words = _figure_words(loss_lab.shifted_loss_figure(6400, tokens, glosses,
+                                                             losses=[8.5, 5.0], zh=True))
+    assert not any(g in text for g in glosses)
+    assert words <= CODE_WORDS, words - CODE_WORDS
+    assert "已屏蔽" in text and "移位损失" in text and "/ 2 = 6.75" in text  # same numbers
+    plt.close("all")
+
+
+def test_loss_grid_figure_in_chinese_has_no_glosses_and_no_english():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    texts, glosses = ["明月", "光", "，", "<|im_end|>"], ["moon", "light", ",", "ends"]
+    losses = {"m1": [5.0, 2.0, 0.1, 0.3], "m2": [6.0, 1.0, 0.2, 0.3]}
+    english, _ = _figure_words(loss_lab.loss_grid_figure(texts, losses, 12, "t",
+                                                         glosses=glosses))
+    assert "moon" in english and "end" in english
+    title = loss_lab.say("江南曲 (Li Yi): the loss of each token, read alone after "
+                         "<|im_start|>", zh=True)
+    fig = loss_lab.loss_grid_figure(texts, losses, 12, title, glosses=glosses, zh=True)
+    text, words = _figure_words(fig)
+    assert not any(g in text for g in ["moon", "light", "ends"])
+    assert words <= CODE_WORDS | {"m1", "m2"}, words - CODE_WORDS
+    assert "结束" in text and "李益" in text and "明月" in text
+    plt.close("all")
+
+
+def test_every_widget_title_has_a_chinese_one():
+    for title, glosses in loss_lab.POEM_GLOSSES.values():
+        chinese = loss_lab.say(title, zh=True)
+        assert title.startswith(chinese) or "李益" in chinese
+        assert not any(ch.isascii() and ch.isalpha() for ch in chinese)

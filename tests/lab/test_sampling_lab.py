@@ -193,3 +193,41 @@ def test_stage_ymax_and_pinned_palette():
     image = Image.open(io.BytesIO(pinned_png(figure_png(fig, dpi=60)))).convert("RGB")
     blue = tuple(int(KEPT[i:i + 2], 16) for i in (1, 3, 5))
     assert blue in {c for _, c in image.getcolors(4096)}  # the kept blue, exactly
+
+
+def _figure_words(fig) -> tuple[str, set]:
+    """All the text a figure draws (titles, tick labels, notes, legend), and its Latin words."""
+    import re
+
+    from matplotlib.text import Text
+    text = "\n".join(t.get_text() for t in fig.findobj(Text))
+    return text, set(re.findall(r"[A-Za-z][A-Za-z_]+", text))
+
+
+def test_figures_in_chinese_have_no_glosses_and_no_english():
+    """Issue #23: the Chinese edition's stage figure and widget frames (zh=True)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from minimind.lab.sampling_lab import say
+    torch.manual_seed(0)
+    logits, ids = torch.randn(1, 40), torch.randint(0, 40, (1, 5))
+    stages = pipeline_stages(logits, ids, 1.3, 0.8, 5, 0.9)
+    shown = logits[0].topk(3).indices.tolist()
+    texts = ["金", "珠", "床"]
+    english, _ = _figure_words(stages_figure(stages, shown, texts, 1.0, "床前"))
+    assert "金 (gold)" in english and "kept 5 tokens" in english
+    allowed = {"top", "poetry", "dense", "nats", "token"}  # names, unit, token (terms.tsv)
+    figures = [stages_figure(stages, shown, texts, 1.0, "床前", zh=True)]
+    figures += [distribution_frame(stages[k][1], shown, texts, 1.0, say(
+        "top-p {p}, after {tail}", True, p=0.9, tail="床前"), other=other, zh=True)
+        for k, other in [(2, True), (4, False)]]
+    for fig in figures:
+        text, words = _figure_words(fig)
+        assert "(" not in "".join(ch for ch in text if ch.isascii())  # no "金 (gold)"
+        assert words <= allowed, words - allowed
+        assert "金" in text and "概率" in text
+    assert "重复惩罚 1.3" in _figure_words(figures[0])[0]
+    assert "其余" in _figure_words(figures[1])[0]  # the summed bar and its legend
+    plt.close("all")
