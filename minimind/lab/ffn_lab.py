@@ -343,3 +343,39 @@ def mean_by_line_position(values: torch.Tensor, positions, lengths, line_length:
         chosen = (positions == p) & (lengths == line_length)
         means.append(values[chosen].float().mean() if chosen.any() else torch.tensor(float("nan")))
     return torch.stack(means)
+
+
+# --- the gate widget, drawn for each edition (issue #23) ------------------------------
+
+GATE_ZH = {  # English -> Chinese: gate_figure's x label, title, colour bar, in this order
+    "hidden unit: the {} most active, by the token that opens it most":
+        "隐藏单元：最活跃的 {} 个，按使其打开得最大的 token 排序",
+    "{}, layer {}: SiLU(gate) per token and unit":
+        "{}，第 {} 层：每个 token、每个单元的 SiLU(gate)",
+    "SiLU(gate) (clipped at {:g})": "SiLU(gate)（截断于 {:g}）",
+}
+
+
+def gate_figure(silu, units, tokenizer, ids, layer, glosses=None, zh=False, vmax=6.0,
+                model="poetry-dense"):
+    """SiLU(gate) [tokens, I] of one layer for the chosen `units` (columns, in order),
+    a row per token of `ids`, glossed by `glosses` ({"床": "bed"}): chapter 5's gate
+    widget. Blue below 0 (SiLU's floor), white at 0, red open, clipped at vmax. zh: the
+    Chinese edition's (issue #23): no glosses, Chinese titles (GATE_ZH)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import TwoSlopeNorm
+
+    from .viz import token_labels
+    xlabel, title, bar_label = (GATE_ZH[k] if zh else k for k in GATE_ZH)
+    rows = token_labels(tokenizer, ids, None if zh else glosses)
+    fig, ax = plt.subplots(figsize=(7.5, 5.4))
+    colours = TwoSlopeNorm(vmin=-0.3, vcenter=0, vmax=vmax)  # 0 white, the floor blue
+    image = ax.imshow(silu[:, units].numpy(), cmap="RdBu_r", norm=colours,
+                      aspect="auto")
+    ax.set_yticks(range(len(rows)), rows, fontsize=9)
+    ax.set_xticks(range(len(units)), [str(u) for u in units.tolist()], fontsize=9,
+                  rotation=90)  # every column named: a stripe is read off its own label
+    ax.set(xlabel=xlabel.format(len(units)), title=title.format(model, layer))
+    bar = fig.colorbar(image, ax=ax, label=bar_label.format(vmax), shrink=0.8)
+    bar.set_ticks([-0.278, 0, 2, 4, 6], labels=["−0.278", "0", "2", "4", "6"])
+    return fig

@@ -205,3 +205,73 @@ def shared_palette(pngs: list[bytes], colors: int = 64) -> list[bytes]:
         flat.save(buffer, format="PNG", optimize=True)
         out.append(buffer.getvalue())
     return out
+
+
+# --- the stage widget, drawn for each edition (issue #23) -----------------------------
+
+STAGE_ZH = {  # English (a regex) -> Chinese, for the texts of viz's stage/guess figures
+    r"^embedding \((\S+)\)": r"嵌入（\1）",
+    r"^after block (\d+) \((\S+) output\)": r"第 \1 块之后（\2 的输出）",
+    r"^final norm": "最终归一化层",
+    r"^feature \((.*)\)$": r"特征（\1）",
+    r"^value \(symmetric log\)$": "数值（对称对数刻度）",
+    r"^RMS \(log scale\)$": "RMS（对数刻度）",
+    r"^RMS per token$": "每个 token 的 RMS",
+    r"^guess (\d+)$": r"第 \1 个猜测",
+    r"^probability$": "概率",
+    r"^lm_head: logits (.*) → the (\d+) likeliest next tokens$":
+        r"lm_head：logits \1 → 最可能的 \2 个下一个 token",
+}
+
+
+def stage_figures(stages, names, tokenizer, glosses=None, zh=False) -> list:
+    """Chapter 1's stage widget as matplotlib figures: one per stage from the embedding
+    to the final norm (`stages` from viz.forward_stages, `names` one per such stage), on
+    one colour scale, then the five likeliest next tokens. Rows: the tokens, with
+    `glosses` ({"床": "bed"}). zh: the Chinese edition's (issue #23): no glosses,
+    Chinese titles and axis titles (STAGE_ZH)."""
+    from .viz import stage_figure, token_labels, top_tokens, top_tokens_figure
+    (_, ids), hidden, (_, logits) = stages[0], stages[1:-1], stages[-1]
+    rows = token_labels(tokenizer, ids[0], None if zh else glosses)
+    vmax = max(t.abs().max().item() for _, t in hidden)
+    titles = [name if label == name else f"{name} ({label})"  # "final norm" stays alone
+              for name, (label, _) in zip(names, hidden)]
+    figures = [stage_figure(title, t, rows, vmax)
+               for title, (_, t) in zip(titles, hidden)]
+    probs, next_ids = top_tokens(logits[0], k=5)
+    texts = [[tokenizer.decode([i]) for i in row] for row in next_ids.tolist()]
+    title = f"lm_head: logits {list(logits.shape)} → the 5 likeliest next tokens"
+    figures.append(top_tokens_figure(probs, texts, rows, title))
+    if zh:
+        for fig in figures:
+            _to_chinese(fig)
+    return figures
+
+
+def _to_chinese(fig):
+    """Every text of `fig` through STAGE_ZH, in place: titles, labels, named ticks."""
+    import re
+
+    from matplotlib.text import Text
+
+    def chinese(text):
+        for english, zh in STAGE_ZH.items():
+            text = re.sub(english, zh, text)
+        return text
+
+    for text in fig.findobj(Text):
+        text.set_text(chinese(text.get_text()))
+    for axis in (axis for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)):
+        ticks = axis.get_ticklabels()  # named ticks ("guess 1"): redrawn from strings
+        names = [chinese(t.get_text()) for t in ticks]
+        if names != [t.get_text() for t in ticks]:
+            axis.set_ticks(axis.get_ticklocs(), names, size=ticks[0].get_fontsize())
+
+
+def stage_frames(stages, names, tokenizer, glosses=None, zh=False) -> list[bytes]:
+    """stage_figures as the widget's PNG frames: the stages on one palette (their colour
+    bar reads alike), the guesses on their own 0..1 scale (chapter 1)."""
+    from .viz import figure_png, palette_png
+    *figures, guesses = stage_figures(stages, names, tokenizer, glosses, zh)
+    frames = shared_palette([figure_png(f, dpi=100) for f in figures], 64)
+    return frames + [palette_png(figure_png(guesses, dpi=100), 64)]

@@ -177,3 +177,30 @@ def test_sign_consistency_per_unit():
     # float32 division: 2/3 to an ulp
     assert torch.allclose(share[:2], torch.tensor([2 / 3, 0.75])) and share[2].isnan()
     assert sign_consistency(silu_gate, up, min_open=4)[0].isnan()  # 0: open 3 times
+
+
+def test_gate_figure_chinese_edition_has_no_glosses():
+    """Issue #23: chapter 5's gate frames for the Chinese edition: no 床 (bed), Chinese
+    titles; the English frame keeps its strings."""
+    import re
+
+    import matplotlib.pyplot as plt
+
+    from minimind.lab.ffn_lab import gate_figure
+    tokenizer = load_tokenizer("poetry-dense")
+    ids = [1] + tokenizer.encode("床前", add_special_tokens=False)
+    silu = torch.randn(len(ids), 12, generator=torch.Generator().manual_seed(0))
+    units = torch.tensor([5, 0, 9])
+    en, zh = (gate_figure(silu, units, tokenizer, ids, 2, {"床": "bed"}, zh=z)
+              for z in (False, True))
+    ax, zh_ax = en.axes[0], zh.axes[0]
+    assert ax.get_title() == "poetry-dense, layer 2: SiLU(gate) per token and unit"
+    assert [t.get_text() for t in ax.get_yticklabels()][1] == "床 (bed)"
+    rows = [t.get_text() for t in zh_ax.get_yticklabels()]
+    assert rows[1:] == ["床", "前"]  # the token texts alone
+    texts = [zh_ax.get_title(), zh_ax.get_xlabel(), zh.axes[1].get_ylabel(), *rows]
+    words = set(re.findall(r"[A-Za-z_]+", " ".join(texts)))
+    assert words <= {"poetry", "dense", "SiLU", "gate", "token", "im_start"}, texts
+    assert "3" in zh_ax.get_xlabel() and "6" in zh.axes[1].get_ylabel()  # 3 units, vmax
+    assert [t.get_text() for t in zh_ax.get_xticklabels()] == ["5", "0", "9"]
+    plt.close("all")

@@ -107,3 +107,44 @@ def test_shared_palette_keeps_one_colour_per_colour():
     white = (255, 255, 255)
     assert a.getpixel((7, 0)) == b.getpixel((7, 0)) == white  # shared: alike
     assert a.getpixel((0, 0)) == (255, 0, 0) and b.getpixel((0, 0)) == (0, 0, 255)
+
+
+def figure_texts(fig) -> list[str]:
+    """Every string a figure draws: titles, labels, named ticks (before rendering)."""
+    from matplotlib.text import Text
+    ticks = [t for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
+             for t in axis.get_ticklabels()]
+    return [t.get_text() for t in fig.findobj(Text) + ticks if t.get_text()]
+
+
+def test_stage_figures_chinese_edition_no_glosses_same_numbers():
+    """Issue #23: the Chinese frames drop 床 (bed) and every English word but code names
+    and the kept term token; the numbers are the English frames' numbers."""
+    import re
+
+    import matplotlib.pyplot as plt
+
+    from minimind.lab.shapes_lab import stage_figures
+    from minimind.lab.viz import forward_stages
+    from model_helpers import tiny_model
+    tok = minimind.load_tokenizer("poetry-dense")
+    model = tiny_model(vocab_size=6400)
+    ids = [model.config.bos_token_id] + tok.encode("床前", add_special_tokens=False)
+    stages = forward_stages(model, torch.tensor([ids]))
+    names = ["embedding", "after block 0", "after block 1", "final norm"]
+    glosses = {"床": "bed"}
+    en, zh = (stage_figures(stages, names, tok, glosses, zh=z) for z in (False, True))
+    assert len(en) == len(zh) == len(names) + 1  # the stages, then the guesses
+    english = [figure_texts(f) for f in en]
+    assert "床 (bed)" in english[0] and "RMS per token" in english[0]
+    assert "after block 1 (layers.1 output)   [1, 3, 64]" in english[2]
+    kept = {"embed_tokens", "layers", "lm_head", "logits", "token", "RMS", "im_start"}
+    number = r"\d+(?:\.\d+)?"
+    for en_texts, fig in zip(english, zh):
+        chinese = figure_texts(fig)
+        words = re.sub(r"\$.*?\$", "", " ".join(chinese))  # not the bar's $10^{2}$
+        assert set(re.findall(r"[A-Za-z_]+", words)) <= kept, chinese
+        assert "床" in chinese  # the token itself stays
+        assert (sorted(re.findall(number, " ".join(chinese)))
+                == sorted(re.findall(number, " ".join(en_texts))))
+    plt.close("all")
