@@ -4,10 +4,13 @@ Pure functions take token ids, per-token losses or a training log and return num
 functions only draw what the others computed.
 """
 import csv
+import functools
 import math
 from pathlib import Path
 
 import torch
+
+from .viz import edition_text
 
 IGNORE_INDEX = -100
 
@@ -176,10 +179,7 @@ ZH = {  # the Chinese edition's figure strings (issue #23): terms.tsv, ch09's .p
 }
 
 
-def say(text: str, zh=False, **values) -> str:
-    """A figure string (a str.format template) for the English or the Chinese edition:
-    `text` itself, or its translation in ZH, filled with `values` (issue #23)."""
-    return (ZH[text] if zh else text).format(**values)
+say = functools.partial(edition_text, ZH)  # say(text, zh, **values)
 
 
 def poem_layout(texts) -> list[tuple[int, int, int]]:

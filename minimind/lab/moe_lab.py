@@ -4,6 +4,7 @@ Pure functions take token ids and router choices (from `probes.router_choices`) 
 `gate_gradient_norms` runs autograd on a model; `short_run` trains a tiny one for a few steps;
 `moe_diagram` and `routing_figure` only draw.
 """
+import functools
 import math
 import re
 from contextlib import contextmanager
@@ -12,6 +13,7 @@ import torch
 
 from ..moe import router_probabilities
 from .probes import router_choices, router_load
+from .viz import edition_text
 
 # Paul Tol's "bright" scheme (colour-blind safe): expert e is always drawn in EXPERT_COLOURS[e].
 EXPERT_COLOURS = ["#4477AA", "#EE6677", "#228833", "#CCBB44", "#66CCEE", "#AA3377", "#BBBBBB", "#000000"]
@@ -342,9 +344,7 @@ GLOSSES = {"，": "comma", "。": "full stop", "人": "person", "有": "have", "
            "客": "traveller", "春": "spring", "长": "long"}  # English edition only
 
 
-def say(text: str, zh: bool = False, **fields) -> str:
-    """`text` (an English template in ZH) in the edition's language, fields filled."""
-    return (ZH[text] if zh else text).format(**fields)
+say = functools.partial(edition_text, ZH)  # say(text, zh, **values)
 
 
 def token_label(text: str, zh: bool = False) -> str:

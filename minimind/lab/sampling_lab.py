@@ -5,6 +5,7 @@ Pure functions return numbers or tensors; the figure functions only draw them. T
 package's (`minimind.sampling`); nothing here re-implements a stage.
 """
 import csv
+import functools
 import math
 from collections import Counter
 
@@ -12,6 +13,7 @@ import torch
 
 from ..sampling import apply_repetition_penalty, apply_temperature, top_k_filter, top_p_filter
 from ..training.data import poem_lines
+from .viz import edition_text
 
 GLOSSES = {  # short English glosses of the tokens the chapter draws (pinyin is given in the prose)
     "金": "gold", "珠": "pearl", "朱": "vermilion", "琼": "fine jade", "银": "silver", "红": "red", "花": "flower",
@@ -175,10 +177,7 @@ ZH = {  # the Chinese edition's figure strings (issue #23): terms.tsv, ch10's .p
 }
 
 
-def say(text: str, zh=False, **values) -> str:
-    """A figure string (a str.format template) for the English or the Chinese edition:
-    `text` itself, or its translation in ZH, filled with `values` (issue #23)."""
-    return (ZH[text] if zh else text).format(**values)
+say = functools.partial(edition_text, ZH)  # say(text, zh, **values)
 
 
 def _stage_name(name: str, zh=False) -> str:

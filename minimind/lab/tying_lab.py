@@ -5,6 +5,7 @@ Pure functions return numbers or tensors; the chapter only prints and draws them
 """
 import copy
 import csv
+import functools
 
 import torch
 import torch.nn.functional as F
@@ -13,6 +14,7 @@ from torch.func import functional_call
 from ..model import MiniMindForCausalLM
 from .params import count_parameters
 from .variants import untied_model
+from .viz import edition_text
 
 EMBED, HEAD = "model.embed_tokens.weight", "lm_head.weight"
 MIB = 2 ** 20  # the book's unit of memory
@@ -177,9 +179,7 @@ CATEGORY_COLOURS = {"numbers": "tab:blue", "seasons": "tab:green", "colours": "t
                     "directions": "tab:purple"}
 
 
-def say(text: str, zh: bool = False, **fields) -> str:
-    """`text` (an English template in ZH) in the edition's language, fields filled."""
-    return (ZH[text] if zh else text).format(**fields)
+say = functools.partial(edition_text, ZH)  # say(text, zh, **values)
 
 
 def group_gloss(chars: str) -> str:

@@ -85,6 +85,13 @@ def frame_player(frames: list[bytes], labels, description="", caption=None, star
     return player
 
 
+def edition_text(translations: dict, text: str, zh=False, **values) -> str:
+    """A figure string (a str.format template) for the English or the Chinese edition:
+    `text` itself, or its entry in `translations`, filled with `values` (issue #23).
+    A lab module binds its own table: `say = functools.partial(edition_text, ZH)`."""
+    return (translations[text] if zh else text).format(**values)
+
+
 def edition_figure(png: bytes, zh_png: bytes, width=None):
     """One figure drawn twice: `png` for the English pages (and Jupyter), `zh_png` for the
     Chinese edition's (no English glosses of characters, Chinese titles; issue #23). A

@@ -4,6 +4,7 @@ import torch
 
 from minimind.lab import moe_lab
 from minimind.lab.probes import router_choices, router_load
+from figure_helpers import english_words as latin_words, figure_texts
 from model_helpers import random_ids, tiny_model
 
 
@@ -287,19 +288,8 @@ def test_forced_routing_sends_every_token_where_told_and_restores_route():
     assert ratio > 0
 
 
-def figure_texts(fig) -> list[str]:
-    """Every non-empty text a figure draws: titles, axis and tick labels, legends,
-    annotations, the colour bar's label."""
-    from matplotlib.text import Text
-    return [t.get_text() for t in fig.findobj(Text) if t.get_text()]
-
-
 def english_words(texts) -> set[str]:
-    """The Latin-letter words of `texts`, the model's name and 'token' left out
-    (the Chinese edition keeps those, terms.tsv)."""
-    import re
-    words = {w for t in texts for w in re.findall(r"[A-Za-z]+", t)}
-    return words - {"poetry", "moe", "token"}
+    return latin_words(texts, kept=("poetry", "moe", "token"))
 
 
 def test_every_chinese_template_has_the_english_fields():

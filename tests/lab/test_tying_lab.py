@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from figure_helpers import english_words as latin_words, figure_texts
 from model_helpers import random_ids, tiny_config, tiny_model
 from minimind import MiniMindConfig
 from minimind.lab.tying_lab import (category_cohesion, end_gradients, gloss, gradient_summary, is_tied,
@@ -219,19 +220,8 @@ def test_drift_run_with_sgd_leaves_never_read_embedding_rows_exactly_in_place():
     assert history["moved"]["read"][1] > head_unread  # SGD: small gradient, small step
 
 
-def figure_texts(fig) -> list[str]:
-    """Every non-empty text a figure draws: titles, axis and tick labels, legends,
-    annotations."""
-    from matplotlib.text import Text
-    return [t.get_text() for t in fig.findobj(Text) if t.get_text()]
-
-
 def english_words(texts) -> set[str]:
-    """The Latin-letter words of `texts`, the model's name and 'token' left out
-    (the Chinese edition keeps those, terms.tsv)."""
-    import re
-    words = {w for t in texts for w in re.findall(r"[A-Za-z]+", t)}
-    return words - {"poetry", "dense", "token"}
+    return latin_words(texts, kept=("poetry", "dense", "token"))
 
 
 def test_every_chinese_template_uses_only_the_english_fields():
