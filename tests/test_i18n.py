@@ -73,6 +73,22 @@ def test_terms_always_and_first_use():
     assert "first use of 残差流" in i18n.check_terms(no_english_first, terms)[0]
 
 
+@pytest.mark.parametrize("text, flagged", [
+    ("**第 3 步**。从全零矩阵出发", False),
+    ("**第 3 步：对掩码后的矩阵做 softmax。** 从全零矩阵出发", True),  # space after 。**
+    ("块 0 淹没了嵌入 。", True),  # space before 。
+    ("（ 第 4 章）", True),
+    ("用 `torch.cat` 追加，损失为 4.965", False),  # spaces around Latin text and numbers are fine
+])
+def test_the_spacing_check_flags_ascii_spaces_next_to_full_width_punctuation(text, flagged):
+    assert bool(i18n.check_spacing(text)) == flagged
+
+
+def test_the_pinyin_check_flags_tone_marks_outside_code_and_links():
+    assert i18n.check_pinyin("模型又想写“金”（jīn，gold），它排第 1")
+    assert not i18n.check_pinyin("模型又想写“金”，它排第 1；见 `jīn` 与[第 4a 章](ch04a_attention.ipynb)")
+
+
 def test_terms_file_is_well_formed():
     terms = i18n.read_terms()
     assert len(terms) >= 30

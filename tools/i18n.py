@@ -3,7 +3,8 @@
 Code and outputs are shared by both editions; the prose (markdown cells, .md pages,
 toc captions) is translated, one catalogue per page in
 book/locales/zh_CN/LC_MESSAGES/book/*.po, and the widgets' text (descriptions, slider
-readouts, captions) with one catalogue, LC_MESSAGES/widgets.po (tools/widget_i18n.py).
+readouts, captions) with one catalogue, LC_MESSAGES/widgets.po (tools/widget_i18n.py); Sphinx's own
+strings that its zh_CN catalogue leaves in English ("Link to this heading") in LC_MESSAGES/sphinx.po.
 
     python tools/i18n.py update   # after an English change: extract messages, merge them into the catalogues
                                   # (a changed paragraph becomes fuzzy and shows in English until re-translated)
@@ -43,6 +44,8 @@ TERMS = LOCALE_DIR / LOCALE / "terms.tsv"
 ZH_BUILD = REPO / "_build" / "zh"  # the Chinese build's own folder (config, doctrees, html)
 HTML_OUT = REPO / "_build" / "html" / "zh"
 WIDGETS_PO = PO_DIR / "widgets.po"  # the widgets' strings (tools/widget_i18n.py)
+SPHINX_PO = PO_DIR / "sphinx.po"  # Sphinx's own strings its zh_CN catalogue leaves out ("Link to this
+#                                   heading"): Sphinx reads the user's locale_dirs for them first
 
 
 # --- configuration ------------------------------------------------------------------------------------------
@@ -241,6 +244,36 @@ def check_widget_entry(msgid: str, msgstr: str) -> list[str]:
     return problems
 
 
+_FULL_WIDTH = "，。、：；！？（）《》「」『』“”【】"
+_SPACED = re.compile(rf"[{_FULL_WIDTH}]\*{{0,2}} +(?=\S)|(?<=\S) +[{_FULL_WIDTH}]")
+_CODE_OR_MATH = re.compile(r"`[^`]*`|\$\$.*?\$\$|\$[^$]*\$")
+
+
+def check_spacing(msgstr: str) -> list[str]:
+    """No ASCII space next to full-width punctuation (issue #23, item 10): not after it
+    (`第 3 步：…。** 从`, `（ 第 4 章 ）`), not before it (`嵌入 。`). Inline code and math
+    count as text here (`， $x$` is flagged too); HTML tags are left out. A bold
+    lead-in that ends in a full-width mark is written `**第 3 步**。从…`: CommonMark does
+    not close `**` between `。` and a letter, which is why a space crept in."""
+    if not _CJK.search(msgstr):
+        return []
+    text = _TAGS.sub("", _CODE_OR_MATH.sub("X", msgstr))
+    return [f"a space next to full-width punctuation: {text[max(0, m.start() - 8):m.end() + 8]!r}"
+            for m in _SPACED.finditer(text)]
+
+
+_PINYIN = re.compile(r"[\w'’]*[āáǎàēéěèīíǐìōóǒòūúǔùǖǘǚǜ][\w'’]*")
+
+
+def check_pinyin(msgstr: str) -> list[str]:
+    """A chapter's prose carries no pinyin (issue #23, item 1): a Chinese reader needs
+    no 玉（yù，jade）. The glossary keeps its readings on purpose and is not checked. Code,
+    math and link targets are left out; a name with an accent (Poincaré) would be
+    flagged too, and none is in the book."""
+    prose = markup(msgstr).prose
+    return [f"pinyin in a chapter's prose: {word!r}" for word in _PINYIN.findall(prose)]
+
+
 _GLOSS = re.compile(r"（[^（）]*[A-Za-z][^（）]*）")  # （grouped-query attention，GQA）
 _CHAPTER_DASH = re.compile(r"^(第 \S+ 章) — ")
 
@@ -329,8 +362,16 @@ def check_widgets(po: Path, terms: list[Term]) -> list[str]:
     entries = [(m.id, m.string) for m in catalogue_entries(po)
                if m.string and not m.fuzzy]
     problems = [f"{msgid[:60]!r}: {p}" for msgid, msgstr in entries
-                for p in check_widget_entry(msgid, msgstr)]
+                for p in check_widget_entry(msgid, msgstr) + check_spacing(msgstr)]
     return problems + check_terms(entries, terms, first_use=False)
+
+
+def check_typography(entries: list[tuple[str, str]], pinyin: bool) -> list[str]:
+    """check_spacing on every prose message, and check_pinyin where `pinyin` (every
+    catalogue but the glossary's); display math is LaTeX, not prose."""
+    prose = [(msgid, msgstr) for msgid, msgstr in entries if not is_display_math(msgid)]
+    return [f"{msgid[:60]!r}: {p}" for msgid, msgstr in prose
+            for p in check_spacing(msgstr) + (check_pinyin(msgstr) if pinyin else [])]
 
 
 def check(paths: list[Path]) -> int:
@@ -350,6 +391,7 @@ def check(paths: list[Path]) -> int:
                      for p in check_heading(msgstr)]
         if po.stem != "glossary":  # the glossary's table keeps the English terms as they are
             problems += check_terms(entries, terms, headings)
+        problems += check_typography(entries, pinyin=po.stem != "glossary")
         for p in problems:
             print(f"{po.relative_to(REPO)}: {p}")
         count += len(problems)
@@ -394,7 +436,7 @@ def status() -> int:
             bad += len(wanted) - done
             print(f"{str(name):<28}{len(wanted):>9}{done:>7}{fuzzy:>7}{empty:>7}{missing:>12}")
         bad += widget_status()
-        pages = {PO_DIR / name.with_suffix(".po") for name in pots} | {WIDGETS_PO}
+        pages = {PO_DIR / name.with_suffix(".po") for name in pots} | {WIDGETS_PO, SPHINX_PO}
         orphans = sorted(set(PO_DIR.rglob("*.po")) - pages)
         for po in orphans:
             print(f"{po.relative_to(REPO)}: no such page any more (delete it)")

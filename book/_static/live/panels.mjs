@@ -7,7 +7,7 @@ import { decode, encode, forward, generate, lastLogits, loadModel, loadRuntime }
 const STRINGS = {
   en: {
     text: "Your line", examples: "Examples:", loading: "Loading the live model…", runtime: "runtime",
-    ready: "Live: computed in your browser by", empty: "Type a line first: the box is empty.",
+    ready: (model) => `Live: computed in your browser by ${model}.`, empty: "Type a line first: the box is empty.",
     rare: (m) => `Not whole tokens in the poetry vocabulary (each is cut into byte pieces, the model saw them rarely or never): ${m.chars}`,
     long: (m) => `Your text is ${m.n} tokens; the live panel reads at most ${m.context} at once: only the last ${m.context} are used.`,
     shown: (n) => `The picture shows the first ${n} tokens.`,
@@ -15,7 +15,7 @@ const STRINGS = {
     repetitionPenalty: "repetition penalty", sample: "sample", greedy: "greedy", write: "write a poem",
     stop: "stop", maxNew: "new tokens", layer: "layer", head: "head", token: "token", prob: "p",
     before: "p before", after: "p after", kept: "kept", removed: "removed", link: "link to this view",
-    nextAfter: "Next token after your text:", generated: "Generated:", expert: "expert", stage: "stage",
+    nextAfter: (n) => `Next token after your text: ${n} kept`, generated: "Generated:", expert: "expert", stage: "stage",
     shape: "shape", rms: "mean |vector|", embeddings: "embeddings", block: "after block", id: "id",
     lensTitle: "Top guess of the logit lens after each block (rows) at each position (columns)",
     expertsTitle: "Expert chosen for each token (rows: layers); hover for the router's probabilities",
@@ -25,21 +25,21 @@ const STRINGS = {
   },
   zh: {
     text: "你的诗句", examples: "例句：", loading: "正在加载实时模型……", runtime: "运行时",
-    ready: "实时：在你的浏览器中计算，模型", empty: "请先输入一句：文本框是空的。",
-    rare: (m) => `这些字不是诗歌词表中的完整词元（每个被切成字节片段，模型很少或从未见过）：${m.chars}`,
-    long: (m) => `你的文本有 ${m.n} 个词元；实时面板一次最多读 ${m.context} 个：只使用最后 ${m.context} 个。`,
-    shown: (n) => `图中只显示前 ${n} 个词元。`,
-    failed: "实时模型出错：", temperature: "温度", topK: "top-k（0 = 不用）", topP: "top-p",
+    ready: (model) => `实时模式：模型 ${model} 在你的浏览器中运行。`, empty: "请先输入一句：文本框是空的。",
+    rare: (m) => `这些字不是诗歌词表中的完整 token（每个被切成字节片段，模型很少或从未见过）：${m.chars}`,
+    long: (m) => `你的文本有 ${m.n} 个 token；实时面板一次最多读 ${m.context} 个：只使用最后 ${m.context} 个。`,
+    shown: (n) => `图中只显示前 ${n} 个 token。`,
+    failed: "实时模型出错：", temperature: "温度", topK: "top-k（0 = 关闭）", topP: "top-p",
     repetitionPenalty: "重复惩罚", sample: "采样", greedy: "贪心", write: "写一首诗",
-    stop: "停止", maxNew: "新词元数", layer: "层", head: "头", token: "词元", prob: "概率",
+    stop: "停止", maxNew: "新 token 数", layer: "层", head: "头", token: "token", prob: "概率",
     before: "过滤前概率", after: "过滤后概率", kept: "保留", removed: "移除", link: "本视图的链接",
-    nextAfter: "你的文本之后的下一个词元：", generated: "生成：", expert: "专家", stage: "阶段",
+    nextAfter: (n) => `下一个 token（保留 ${n.toLocaleString("en-US")} 个）：`, generated: "生成：", expert: "专家", stage: "阶段",
     shape: "形状", rms: "向量平均长度", embeddings: "嵌入", block: "块之后", id: "编号",
-    lensTitle: "logit lens：每个块之后（行）在每个位置（列）的首选词元",
-    expertsTitle: "每个词元选中的专家（行：层）；悬停可见路由器的概率",
-    attnTitle: "注意力概率：行 = 查询词元，列 = 键词元",
-    tokensTitle: "你的诗句切成的词元", stagesTitle: "每个阶段之后的残差流",
-    speed: (n, ms) => `${n} 个词元，用时 ${ms} 毫秒`,
+    lensTitle: "logit lens：每个块之后（行）在每个位置（列）的首选 token",
+    expertsTitle: "每个 token 选中的专家（行：层）；悬停可见路由器的概率",
+    attnTitle: "注意力概率：行 = 查询 token，列 = 键 token",
+    tokensTitle: "你的诗句切成的 token", stagesTitle: "每个阶段之后的残差流",
+    speed: (n, ms) => `已处理 ${n} 个 token，用时 ${ms} 毫秒`,
   },
 };
 const PICTURE_TOKENS = 48; // grids (attention, lens, experts) show at most this many tokens
@@ -171,7 +171,7 @@ class Panel {
       this.model = await loadModel(this.rt, this.modelName, progress);
       if (this.layer) { this.layer.input.max = this.model.info.layers - 1; this.head.input.max = this.model.info.heads - 1; }
       this.progress.hidden = true;
-      this.status.textContent = `${s.ready} ${this.modelName}.`;
+      this.status.textContent = s.ready(this.modelName);
       this.root.classList.add("live-on");
       await this.changed();
     } catch (err) {
@@ -233,7 +233,7 @@ class Panel {
     ]));
     const nKept = dist.kept.filter(Boolean).length;
     this.result.replaceChildren(
-      el("p", { text: `${s.nextAfter} ${nKept} ${s.kept}` }),
+      el("p", { text: s.nextAfter(nKept) }),
       el("table", { class: "live-table" }, [el("thead", {}, [el("tr", {}, [s.token, s.before, s.after, ""].map((h) => el("th", { text: h })))]),
         el("tbody", {}, rows)]),
       el("p", { class: "live-speed", text: s.speed(ids.length, this.lastMs) }));
