@@ -156,7 +156,7 @@ def moving_average(values, window: int) -> list[float]:
 # --- figures ------------------------------------------------------------------------------------------------
 
 ZH = {  # the Chinese edition's figure strings (issue #23): terms.tsv, ch09's .po
-    "loss of this token (nats)": "该 token 的损失（nats）",
+    "loss of this token (nats)": "该 token 的损失（奈特）",
     "end": "结束",
     "The shifted loss: position t is scored on the label at t + 1":
         "移位损失：位置 t 以 t + 1 处的标签计分",

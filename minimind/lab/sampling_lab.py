@@ -161,13 +161,13 @@ ZH = {  # the Chinese edition's figure strings (issue #23): terms.tsv, ch10's .p
     "probability": "概率", "kept": "保留", "removed (probability 0)": "已移除（概率为 0）",
     "model": "模型", "repetition penalty": "重复惩罚", "temperature": "温度",
     "after: {name}": "经过：{name}",
-    "kept {kept:,} tokens, entropy {h:.2f} nats": "保留 {kept:,} 个 token，熵 {h:.2f} nats",
+    "kept {kept:,} tokens, entropy {h:.2f} nats": "保留 {kept:,} 个 token，熵 {h:.2f} 奈特",
     "poetry-dense: the next token after {context}":
         "poetry-dense：“{context}”之后的下一个 token",
     "other {rest:,}": "其余 {rest:,} 个",
     "kept {kept:,} of {vocab:,} tokens\nentropy {h:.2f} nats\n"
     "these {n} tokens: {mass:.2f}":
-        "保留 {kept:,} / {vocab:,} 个 token\n熵 {h:.2f} nats\n这 {n} 个 token：{mass:.2f}",
+        "保留 {kept:,} / {vocab:,} 个 token\n熵 {h:.2f} 奈特\n这 {n} 个 token：{mass:.2f}",
     "the other {rest:,} tokens, summed": "其余 {rest:,} 个 token 之和",
     # the chapter's frame titles
     "temperature {T}: the model after {tail}": "温度 {T}：模型在“{tail}”之后",
