@@ -351,6 +351,34 @@ def test_the_chinese_download_button_gets_the_chinese_notebook(built_html):
     assert json.loads(target.read_text(encoding="utf-8"))["metadata"]["language"] == "zh"
 
 
+SIDEBAR = re.compile(r'<nav class="bd-links bd-docs-nav"[^>]*>(.*?)</nav>', re.S)
+SIDEBAR_LINK = re.compile(r'<a class="[^"]*reference internal[^"]*" href="([^"#]*)[^"]*">(.*?)</a>', re.S)
+PREV_NEXT = re.compile(r'<a class="(?:left-prev|right-next)"\s+href="([^"]*)".*?'
+                       r'<p class="prev-next-title">(.*?)</p>', re.S)
+
+
+def sidebar(page: Path) -> list[tuple[str, str]]:
+    """(target page, title) of each chapter in a page's sidebar; the page itself is linked as "#"."""
+    links = SIDEBAR_LINK.findall(SIDEBAR.search(page.read_text(encoding="utf-8"))[1])
+    return [(href or page.name, " ".join(title.split())) for href, title in links]
+
+
+@pytest.mark.parametrize("edition", ["", "zh"] if EDITIONS else [""])
+def test_every_page_of_an_edition_has_the_same_sidebar(built_html, edition):
+    """An incremental build can leave a page with an old chapter title in its sidebar or prev/next link:
+    every page of one edition lists the same chapters, and its prev/next titles are theirs."""
+    pages = sorted((built_html / edition / "book").glob("*.html"))
+    sidebars = {page.name: sidebar(page) for page in pages}
+    first, reference = next(iter(sidebars.items()))
+    differ = [name for name, links in sidebars.items() if links != reference]
+    assert reference and not differ, f"{differ} list other chapters than {first}: rebuild cleanly"
+    titles = dict(reference)
+    stale = [(page.name, href, title) for page in pages
+             for href, title in PREV_NEXT.findall(page.read_text(encoding="utf-8"))
+             if href in titles and " ".join(title.split()) != titles[href]]
+    assert not stale, f"prev/next titles that are not the chapters' (page, link, title): {stale}"
+
+
 # --- the checks themselves, on a fixture book --------------------------------------------------------------------
 
 FIXTURE_CHAPTERS = ["fx01_fixture", "fx02_broken"]
