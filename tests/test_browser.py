@@ -379,6 +379,31 @@ def test_every_page_of_an_edition_has_the_same_sidebar(built_html, edition):
     assert not stale, f"prev/next titles that are not the chapters' (page, link, title): {stale}"
 
 
+@pytest.mark.parametrize("edition", ["", "zh"] if EDITIONS else [""])
+def test_every_style_sheet_of_the_book_is_linked_from_its_pages(built_html, edition):
+    """Sphinx links only html_css_files: a style sheet in a subfolder of book/_static (live/live.css) is
+    copied but never loaded unless _config.yml lists it."""
+    sheets = [p.relative_to(REPO_ROOT / "book" / "_static").as_posix()
+              for p in (REPO_ROOT / "book" / "_static").rglob("*.css") if "offline" not in p.parts]
+    page = (built_html / edition / "book" / "ch10_generation.html").read_text(encoding="utf-8")
+    linked = re.findall(r'<link rel="stylesheet"[^>]*href="\.\./_static/([^"?]+)', page)
+    assert sheets and not set(sheets) - set(linked), f"not linked: {sorted(set(sheets) - set(linked))}"
+
+
+LABEL_ATTRIBUTE = re.compile(r'\b(?:title|aria-label|placeholder|data-bs-title)="([^"]*)"')
+
+
+@pytest.mark.skipif(not EDITIONS, reason="only the repository's book has a Chinese edition")
+def test_the_chinese_pages_tooltips_and_screen_reader_labels_are_chinese(built_html):
+    """The themes' tooltips, placeholders and aria-labels (editions.CHROME_ZH), which no catalogue translates."""
+    english = {(page.name, value) for page in (built_html / "zh" / "book").glob("*.html")
+               for value in LABEL_ATTRIBUTE.findall(page.read_text(encoding="utf-8"))
+               if re.search(r"[A-Za-z]{3}", value) and not re.search(r"[\u4e00-\u9fff]", value)}
+    assert not english, f"English labels on Chinese pages (page, text): {sorted(english)[:8]}"
+    script = (built_html / "zh" / "_static" / "togglebutton.js").read_text(encoding="utf-8")
+    assert "Toggle hidden content" not in script
+
+
 # --- the checks themselves, on a fixture book --------------------------------------------------------------------
 
 FIXTURE_CHAPTERS = ["fx01_fixture", "fx02_broken"]

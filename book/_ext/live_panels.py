@@ -11,7 +11,7 @@ Assets, one copy for both editions: the runtime (book/_static/offline/onnxruntim
 JavaScript (book/_static/live) and the ONNX graphs, which build-finished exports from the shipped checkpoints
 into the English build's _static/live/models (minimind.lab.browser_export, cached in _build/.live_cache). The
 Chinese edition (_build/html/zh) leaves the runtime out of its own _static and points one level up; only the
-small panel files (live.css, auto-added to every page by Jupyter Book) are in both.
+small panel files (live.css, linked from every page by _config.yml's html_css_files) are in both.
 """
 
 from __future__ import annotations

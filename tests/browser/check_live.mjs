@@ -55,6 +55,11 @@ async function open(context, url, problems) {
   const page = await context.newPage();
   watch(page, problems);
   await page.goto(url, { waitUntil: "load", timeout: 60000 });
+  const styled = await page.evaluate(() => {
+    const panel = document.querySelector(".live-panel");
+    return !!panel && getComputedStyle(panel).borderTopStyle === "solid";
+  });
+  if (!styled) problems.push("the panel is unstyled: live.css is not loaded");
   return page;
 }
 

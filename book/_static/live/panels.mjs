@@ -14,9 +14,10 @@ const STRINGS = {
     failed: "The live model failed:", temperature: "temperature", topK: "top-k (0 = off)", topP: "top-p",
     repetitionPenalty: "repetition penalty", sample: "sample", greedy: "greedy", write: "write a poem",
     stop: "stop", maxNew: "new tokens", layer: "layer", head: "head", token: "token", prob: "p",
-    before: "p before", after: "p after", kept: "kept", removed: "removed", link: "link to this view",
+    before: "model p", after: "p sampled from", kept: "kept", removed: "removed", link: "link to this view",
     nextAfter: (n) => `Next token after your text: ${n} kept`, generated: "Generated:", expert: "expert", stage: "stage",
-    shape: "shape", rms: "mean |vector|", embeddings: "embeddings", block: "after block", id: "id",
+    shape: "shape", rms: "mean |vector|", embeddings: "embeddings", block: (b) => `after block ${b}`, id: "id",
+    layerName: (l) => `layer ${l}`, headName: (l, h) => ` (layer ${l}, head ${h})`,
     lensTitle: "Top guess of the logit lens after each block (rows) at each position (columns)",
     expertsTitle: "Expert chosen for each token (rows: layers); hover for the router's probabilities",
     attnTitle: "Attention probabilities: row = query token, column = key token",
@@ -32,9 +33,10 @@ const STRINGS = {
     failed: "实时模型出错：", temperature: "温度", topK: "top-k（0 = 关闭）", topP: "top-p",
     repetitionPenalty: "重复惩罚", sample: "采样", greedy: "贪心", write: "写一首诗",
     stop: "停止", maxNew: "新 token 数", layer: "层", head: "头", token: "token", prob: "概率",
-    before: "过滤前概率", after: "过滤后概率", kept: "保留", removed: "移除", link: "本视图的链接",
+    before: "模型概率", after: "抽样概率", kept: "保留", removed: "移除", link: "本视图的链接",
     nextAfter: (n) => `下一个 token（保留 ${n.toLocaleString("en-US")} 个）：`, generated: "生成：", expert: "专家", stage: "阶段",
-    shape: "形状", rms: "向量平均长度", embeddings: "嵌入", block: "块之后", id: "编号",
+    shape: "形状", rms: "向量平均长度", embeddings: "嵌入", block: (b) => `块 ${b} 之后`, id: "编号",
+    layerName: (l) => `第 ${l} 层`, headName: (l, h) => `（第 ${l} 层第 ${h} 个头）`,
     lensTitle: "logit lens：每个块之后（行）在每个位置（列）的首选 token",
     expertsTitle: "每个 token 选中的专家（行：层）；悬停可见路由器的概率",
     attnTitle: "注意力概率：行 = 查询 token，列 = 键 token",
@@ -300,7 +302,7 @@ class Panel {
     const labels = this.labels(ids);
     this.nTokens = S;
     const base = (layer * H + head) * S * T;
-    this.result.replaceChildren(...this.grid(`${this.s.attnTitle} (${this.s.layer} ${layer}, ${this.s.head} ${head})`,
+    this.result.replaceChildren(...this.grid(this.s.attnTitle + this.s.headName(layer, head),
       labels, labels, (i, j) => {
         const p = j <= i ? data[base + i * T + j] : 0;
         return el("td", { class: "live-cell", title: p.toFixed(3), style: `background:${j <= i ? shade(p) : "#f4f4f4"}`,
@@ -315,7 +317,7 @@ class Panel {
     const labels = this.labels(ids);
     this.nTokens = S;
     const hues = [210, 30, 120, 280, 0, 60, 170, 320];
-    this.result.replaceChildren(...this.grid(this.s.expertsTitle, Array.from({ length: L }, (_, l) => `${this.s.layer} ${l}`),
+    this.result.replaceChildren(...this.grid(this.s.expertsTitle, Array.from({ length: L }, (_, l) => this.s.layerName(l)),
       labels, (l, j) => {
         const e = Number(choice[(l * S + j) * k]);
         const p = Array.from({ length: E }, (_, x) => probs[(l * S + j) * E + x]);
@@ -330,7 +332,7 @@ class Panel {
     const [L, S, top] = dims;
     const labels = this.labels(ids);
     this.nTokens = S;
-    this.result.replaceChildren(...this.grid(this.s.lensTitle, Array.from({ length: L }, (_, l) => `${this.s.block} ${l}`),
+    this.result.replaceChildren(...this.grid(this.s.lensTitle, Array.from({ length: L }, (_, l) => this.s.block(l)),
       labels, (l, j) => {
         const at = (l * S + j) * top;
         const p = lensProbs[at];
@@ -352,7 +354,7 @@ class Panel {
         for (let d = 0; d < D; d++) sq += data[(st * S + i) * D + d] ** 2;
         total += Math.sqrt(sq);
       }
-      return el("tr", {}, [el("td", { text: st === 0 ? s.embeddings : `${s.block} ${st - 1}` }),
+      return el("tr", {}, [el("td", { text: st === 0 ? s.embeddings : s.block(st - 1) }),
         el("td", { text: `[1, ${S}, ${D}]` }), el("td", { text: (total / S).toFixed(2) })]);
     });
     this.result.replaceChildren(el("p", { text: `${s.tokensTitle} (${ids.length})` }), el("div", { class: "live-chips" }, chips),
