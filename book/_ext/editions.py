@@ -10,7 +10,8 @@ It also translates the toc's part captions ("The model, one part at a time"): sp
 the toctrees after Sphinx's own translation step, so their captions would stay in English in the sidebar.
 
 And it translates the fold labels, which are not prose (sphinx-togglebutton's hints too): the `<summary>` of a `<details>` block (Hint 1,
-Solution, Going deeper: tools/notebook_form.py) and myst-nb's show/hide prompts of folded cells.
+Solution, Going deeper: tools/notebook_form.py) and myst-nb's show/hide prompts of folded cells; and the
+themes' tooltips and screen-reader labels that their catalogues leave in English (CHROME_ZH).
 """
 
 from __future__ import annotations
@@ -31,6 +32,22 @@ FOLD_LABELS_ZH = {"Hint": "提示", "Solution": "答案", "Hide the solution": "
                   "Solutions explained": "答案讲解", "Going deeper": "深入一步", "Hide": "收起"}
 SUMMARY = re.compile(r"<summary>([^<]+)</summary>")
 TOGGLE_HINTS_ZH = {"togglebutton_hint": "点击显示", "togglebutton_hint_hide": "点击隐藏"}
+# The themes' own tooltips and screen-reader labels that their zh_CN catalogues leave in English (or in
+# Taiwan usage), as they appear in the rendered pages and in sphinx-togglebutton's script.
+CHROME_ZH = {
+    'aria-label="Toggle hidden content"': 'aria-label="显示或隐藏内容"',
+    'placeholder="Search this book..."': 'placeholder="搜索本书…"',
+    'aria-label="Search this book..."': 'aria-label="搜索本书"',
+    'title="Toggle primary sidebar"': 'title="显示或隐藏侧栏"',
+    'title="Toggle secondary sidebar"': 'title="显示或隐藏本页目录"',
+    'aria-label="Color mode"': 'aria-label="颜色模式"',
+    'data-bs-title="Color mode"': 'data-bs-title="颜色模式"',
+    'title="System Settings"': 'title="跟随系统"',
+    'title="列印成 PDF"': 'title="打印为 PDF"',
+    'aria-label="Main"': 'aria-label="目录"',
+    'aria-label="Page"': 'aria-label="本页"',
+    "作者： ": "作者：",  # the book theme writes translate('By') + " " + author
+}
 
 
 def twin_url(pagename: str, prefix: str) -> str:
@@ -111,10 +128,28 @@ def _translate_toggle_hints(app, config) -> None:
                 config[key] = text
 
 
+def translate_chrome(text: str) -> str:
+    for english, chinese in CHROME_ZH.items():
+        text = text.replace(english, chinese)
+    return text
+
+
+def _translate_chrome(app, exception) -> None:
+    """CHROME_ZH in every page and script of a Chinese build, once it is written."""
+    if exception is None and (app.config.language or "en").startswith("zh"):
+        out = Path(app.outdir)
+        for path in [*out.rglob("*.html"), out / "_static" / "togglebutton.js"]:
+            if path.exists():
+                text = path.read_text(encoding="utf-8")
+                if (changed := translate_chrome(text)) != text:
+                    path.write_text(changed, encoding="utf-8")
+
+
 def setup(app):
     app.add_config_value("edition_twin", None, "html", types=[dict])
     app.connect("config-inited", _translate_toggle_hints, priority=900)
     app.connect("html-page-context", _add_twin_link)
+    app.connect("build-finished", _translate_chrome)
     app.add_transform(TranslateTocCaptions)
     app.add_transform(TranslateFoldLabels)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
