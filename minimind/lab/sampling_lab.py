@@ -160,20 +160,20 @@ KEPT, REMOVED, OTHER = "#3b75af", "#dddddd", "#e3a33b"  # OTHER: a summed bar
 ZH = {  # the Chinese edition's figure strings (issue #23): terms.tsv, ch10's .po
     "probability": "概率", "kept": "保留", "removed (probability 0)": "已移除（概率为 0）",
     "model": "模型", "repetition penalty": "重复惩罚", "temperature": "温度",
-    "after: {name}": "经过：{name}",
+    "after: {name}": "{name} 之后", "after: model": "模型输出",
     "kept {kept:,} tokens, entropy {h:.2f} nats": "保留 {kept:,} 个 token，熵 {h:.2f} 奈特",
     "poetry-dense: the next token after {context}":
         "poetry-dense：“{context}”之后的下一个 token",
     "other {rest:,}": "其余 {rest:,} 个",
     "kept {kept:,} of {vocab:,} tokens\nentropy {h:.2f} nats\n"
     "these {n} tokens: {mass:.2f}":
-        "保留 {kept:,} / {vocab:,} 个 token\n熵 {h:.2f} 奈特\n这 {n} 个 token：{mass:.2f}",
+        "保留 {kept:,} / {vocab:,} 个 token\n熵 {h:.2f} 奈特\n这 {n} 个 token 合计：{mass:.2f}",
     "the other {rest:,} tokens, summed": "其余 {rest:,} 个 token 之和",
     # the chapter's frame titles
     "temperature {T}: the model after {tail}": "温度 {T}：模型在“{tail}”之后",
-    "top-p {p}, after {tail}": "top-p {p}，“{tail}”之后",
-    "top-k = {k}, after {tail}": "top-k = {k}，“{tail}”之后",
-    "top-k = {k} (off), after {tail}": "top-k = {k}（关闭），“{tail}”之后",
+    "top-p {p}, after {tail}": "top-p {p}：模型在“{tail}”之后",
+    "top-k = {k}, after {tail}": "top-k = {k}：模型在“{tail}”之后",
+    "top-k = {k} (off), after {tail}": "top-k = {k}（关闭）：模型在“{tail}”之后",
 }
 
 
@@ -282,7 +282,8 @@ def stages_figure(stages, shown_ids, labels, ymax, context="", zh=False):
         removed = [not math.isfinite(logits[0, i].item()) for i in shown_ids]
         note = say("kept {kept:,} tokens, entropy {h:.2f} nats", zh,
                    kept=kept_count(logits)[0].item(), h=entropy(logits)[0].item())
-        title = say("after: {name}", zh, name=_stage_name(name, zh))
+        key = "after: model" if name == "model" else "after: {name}"  # zh: 模型输出
+        title = say(key, zh, name=_stage_name(name, zh))
         stage_bars(ax, probs[shown_ids], labels, removed, title, ymax, note, zh=zh)
     title = say("poetry-dense: the next token after {context}", zh, context=context)
     fig.suptitle(title, fontsize=10.5)
